@@ -1,0 +1,1 @@
+//! Link model and spec syntax (in progress).

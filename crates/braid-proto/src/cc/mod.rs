@@ -1,0 +1,200 @@
+//! Congestion control: the [`CongestionController`] trait every Braid
+//! transport drives, and the controllers shipped with it.
+//!
+//! The connection calls the controller on every send, every newly
+//! acknowledged packet, every congestion event and every retransmission
+//! timeout; it asks it for the congestion window and the pacing rate before
+//! sending. Controllers see time only as the [`Instant`]s they are handed.
+//!
+//! - [`NewReno`]: RFC 5681 (slow start, congestion avoidance) with the
+//!   RFC 6582 recovery period.
+//! - [`Cubic`]: RFC 9438.
+//!
+//! Parameters can be changed on a live connection through
+//! [`CongestionController::set_parameter`], which is how later layers
+//! (priorities, learners) steer a running flow.
+
+mod cubic;
+mod newreno;
+
+pub use cubic::Cubic;
+pub use newreno::NewReno;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use braid_core::Instant;
+
+/// Round-trip-time estimates at the moment an acknowledgement is processed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RttEstimate {
+    /// The sample taken from this acknowledgement, or the previous one.
+    pub latest: Duration,
+    /// Smoothed RTT (RFC 6298 SRTT).
+    pub smoothed: Duration,
+    /// Minimum RTT seen on the connection.
+    pub min: Duration,
+}
+
+/// One newly acknowledged packet, as reported to [`CongestionController::on_ack`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Acked {
+    /// When the packet was sent.
+    pub sent_time: Instant,
+    /// Bytes it counted in flight (its UDP payload size).
+    pub bytes: u64,
+    /// The sender was application-limited when this packet was sent (it had
+    /// less data to send than the window allowed): controllers must not grow
+    /// the window on such acknowledgements (RFC 7661 spirit, RFC 9438 §5.8).
+    pub app_limited: bool,
+    /// RTT estimates after this acknowledgement.
+    pub rtt: RttEstimate,
+    /// One-way delay sample in microseconds, *plus an unknown constant clock
+    /// offset* between the hosts (so it may be negative). Only differences
+    /// between samples are meaningful (LEDBAT's base-delay method). `None`
+    /// when the peer's timestamps were unusable.
+    pub one_way_delay_us: Option<i64>,
+}
+
+/// A parameter that could not be set.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CcError {
+    /// The controller has no parameter of this name.
+    #[error("congestion controller `{controller}` has no parameter `{name}` (known: {known})")]
+    UnknownParameter {
+        controller: &'static str,
+        name: String,
+        known: String,
+    },
+    /// The value is outside the parameter's allowed range.
+    #[error("parameter `{name}` = {value} is out of range: expected {expected}")]
+    OutOfRange {
+        name: &'static str,
+        value: f64,
+        expected: &'static str,
+    },
+}
+
+/// A congestion controller, driven by a connection.
+///
+/// All sizes are in bytes of UDP payload. The connection guarantees:
+/// `on_sent` is called for every packet counted in flight; each such packet
+/// is later reported exactly once, either to `on_ack` or as part of a loss
+/// (`on_congestion_event`, `on_retransmission_timeout`).
+pub trait CongestionController: Send + fmt::Debug {
+    /// Short lowercase name (`"newreno"`, `"cubic"`).
+    fn name(&self) -> &'static str;
+
+    /// A packet of `bytes` bytes was sent; `bytes_in_flight` includes it.
+    fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64);
+
+    /// A packet was newly acknowledged. Called once per packet, in packet
+    /// number order, for all packets of one ACK frame, then `on_ack_end`.
+    fn on_ack(&mut self, now: Instant, acked: &Acked);
+
+    /// All packets of one ACK frame have been reported; `bytes_in_flight`
+    /// is what remains outstanding.
+    fn on_ack_end(&mut self, _now: Instant, _bytes_in_flight: u64) {}
+
+    /// Packets were declared lost. `lost_sent_time` is the send time of the
+    /// newest lost packet: a controller reacts at most once per round trip
+    /// by ignoring losses of packets sent before its current recovery period
+    /// began (RFC 6582 §3.2 step 4, RFC 9002 §7.3.2). `persistent` is true
+    /// when the losses span more than a retransmission timeout.
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        lost_sent_time: Instant,
+        lost_bytes: u64,
+        persistent: bool,
+    );
+
+    /// The retransmission timer expired (RFC 5681 §3.1: the window collapses
+    /// to the loss window).
+    fn on_retransmission_timeout(&mut self, now: Instant);
+
+    /// The congestion window in bytes: the most the connection may have in
+    /// flight.
+    fn window(&self) -> u64;
+
+    /// The slow-start threshold in bytes (`u64::MAX` before the first loss).
+    fn ssthresh(&self) -> u64;
+
+    /// True while in slow start.
+    fn in_slow_start(&self) -> bool {
+        self.window() < self.ssthresh()
+    }
+
+    /// Pacing rate in bytes per second, given the smoothed RTT. The default
+    /// spreads the window over the RTT with headroom: 2× in slow start (so
+    /// pacing never slows the doubling), 1.25× afterwards (as Linux's
+    /// `tcp_pacing_ss_ratio` / `tcp_pacing_ca_ratio`).
+    fn pacing_rate(&self, smoothed_rtt: Duration) -> f64 {
+        let rtt = smoothed_rtt.as_secs_f64().max(1e-6);
+        let gain = if self.in_slow_start() { 2.0 } else { 1.25 };
+        gain * self.window() as f64 / rtt
+    }
+
+    /// Set a named parameter on a live connection. The current window and
+    /// estimates are kept; the new value takes effect from the next event.
+    fn set_parameter(&mut self, name: &str, value: f64) -> Result<(), CcError>;
+
+    /// The current values of all parameters, by name.
+    fn parameters(&self) -> Vec<(&'static str, f64)>;
+}
+
+/// The controllers Braid ships, selectable by name (`newreno`, `cubic`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CcAlgorithm {
+    /// RFC 5681 / RFC 6582.
+    NewReno,
+    /// RFC 9438.
+    #[default]
+    Cubic,
+}
+
+impl CcAlgorithm {
+    /// Every algorithm, in the order shown to users.
+    pub const ALL: [CcAlgorithm; 2] = [CcAlgorithm::NewReno, CcAlgorithm::Cubic];
+
+    /// Build a controller for packets of `max_datagram_size` bytes with an
+    /// initial window of `initial_window` bytes.
+    pub fn build(self, max_datagram_size: u64, initial_window: u64) -> Box<dyn CongestionController> {
+        match self {
+            CcAlgorithm::NewReno => Box::new(NewReno::new(max_datagram_size, initial_window)),
+            CcAlgorithm::Cubic => Box::new(Cubic::new(max_datagram_size, initial_window)),
+        }
+    }
+
+    /// The name accepted by [`FromStr`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CcAlgorithm::NewReno => "newreno",
+            CcAlgorithm::Cubic => "cubic",
+        }
+    }
+}
+
+impl fmt::Display for CcAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown congestion-control name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown congestion control `{0}`: expected one of newreno, cubic")]
+pub struct UnknownCcAlgorithm(pub String);
+
+impl FromStr for CcAlgorithm {
+    type Err = UnknownCcAlgorithm;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "newreno" | "reno" => Ok(CcAlgorithm::NewReno),
+            "cubic" => Ok(CcAlgorithm::Cubic),
+            _ => Err(UnknownCcAlgorithm(s.to_string())),
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Braid's transport core, sans-IO.
+//!
+//! Owns: the wire format ([`wire`]), the endpoint that demultiplexes
+//! datagrams to connections by connection ID and runs the stateless-cookie
+//! handshake ([`Endpoint`]), the connection state machine (reliable ordered
+//! message stream, flow control, loss recovery, RTO, pacing, close, idle
+//! timeout) and congestion control ([`cc`]).
+//!
+//! Must not depend on: tokio, sockets, threads, the system clock or a thread
+//! RNG. Datagrams and the current [`Instant`] go in; datagrams, timer
+//! deadlines and [`Event`]s come out. Randomness comes from a seed. This is
+//! what lets `braid-sim` run it deterministically in virtual time and
+//! `braid-net` run it on real sockets, unchanged.
+//!
+//! ```
+//! use braid_proto::{Endpoint, EndpointConfig, Event};
+//! use braid_core::Instant;
+//! use bytes::Bytes;
+//!
+//! let (a_addr, b_addr) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
+//! let mut client = Endpoint::new(EndpointConfig { accept_incoming: false, ..Default::default() }, 1);
+//! let mut server = Endpoint::new(EndpointConfig::default(), 2);
+//! let now = Instant::ZERO;
+//! let conn = client.connect(now, b_addr).unwrap();
+//! client.send_message(conn, Bytes::from_static(b"hello")).unwrap();
+//!
+//! // Shuttle datagrams both ways until the server has the message.
+//! let mut buf = Vec::new();
+//! let mut received = None;
+//! for _ in 0..10 {
+//!     while let Some(t) = client.poll_transmit(now, 1, &mut buf) {
+//!         server.handle_datagram(now, a_addr, Bytes::copy_from_slice(&buf[..t.size]));
+//!     }
+//!     while let Some(t) = server.poll_transmit(now, 1, &mut buf) {
+//!         client.handle_datagram(now, b_addr, Bytes::copy_from_slice(&buf[..t.size]));
+//!     }
+//!     while let Some(ev) = server.poll_event() {
+//!         if let Event::Readable(h) = ev {
+//!             received = server.recv_message(h).unwrap();
+//!         }
+//!     }
+//! }
+//! assert_eq!(received.as_deref(), Some(&b"hello"[..]));
+//! ```
+
+pub mod cc;
+mod config;
+mod connection;
+mod endpoint;
+mod pacer;
+mod range_set;
+mod recv_stream;
+mod rtt;
+mod send_stream;
+mod stats;
+pub mod wire;
+
+pub use braid_core::Instant;
+pub use cc::{CcAlgorithm, CcError, CongestionController};
+pub use config::{ConfigError, EndpointConfig, TransportConfig};
+pub use endpoint::{
+    CloseReason, ConnectError, ConnectionHandle, Endpoint, Event, RecvError, SendError, Transmit,
+};
+pub use stats::{ConnectionStats, EndpointStats};

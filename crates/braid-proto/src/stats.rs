@@ -1,0 +1,84 @@
+//! Counters an endpoint and each connection keep. Plain data, cheap to copy,
+//! serializable for `--json` output.
+
+use std::time::Duration;
+
+/// Endpoint-wide counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EndpointStats {
+    /// Datagrams handed to `handle_datagram`.
+    pub datagrams_received: u64,
+    /// Datagrams produced by `poll_transmit`.
+    pub datagrams_sent: u64,
+    /// Bytes of UDP payload received.
+    pub bytes_received: u64,
+    /// Bytes of UDP payload sent.
+    pub bytes_sent: u64,
+    /// Datagrams dropped because they did not decode (bad header or frame).
+    pub malformed_datagrams: u64,
+    /// Datagrams dropped because no connection has their connection ID.
+    pub unknown_connection_datagrams: u64,
+    /// Handshakes dropped because their cookie was forged, stale or for
+    /// another address.
+    pub invalid_cookies: u64,
+    /// Cookie challenges (RETRY packets) sent.
+    pub retries_sent: u64,
+    /// Connections accepted from peers.
+    pub connections_accepted: u64,
+    /// Connections initiated locally.
+    pub connections_initiated: u64,
+    /// Handshakes refused because the endpoint was full or not accepting.
+    pub connections_refused: u64,
+    /// Connections currently held.
+    pub connections_open: u64,
+}
+
+/// Per-connection counters and estimates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ConnectionStats {
+    /// Packets sent, retransmissions included.
+    pub packets_sent: u64,
+    /// Packets received and accepted.
+    pub packets_received: u64,
+    /// UDP payload bytes sent.
+    pub bytes_sent: u64,
+    /// UDP payload bytes received.
+    pub bytes_received: u64,
+    /// Packets declared lost (by SACK threshold, time threshold or RTO).
+    pub packets_lost: u64,
+    /// Stream bytes sent again after a loss.
+    pub retransmitted_bytes: u64,
+    /// Packets received whose number had been seen before.
+    pub duplicate_packets: u64,
+    /// Retransmission timeouts that fired.
+    pub rto_count: u64,
+    /// Congestion events (window reductions).
+    pub congestion_events: u64,
+    /// Messages the application handed to the connection.
+    pub messages_sent: u64,
+    /// Messages delivered to the application.
+    pub messages_received: u64,
+    /// Application bytes acknowledged by the peer.
+    pub stream_bytes_acked: u64,
+    /// Application bytes received in order.
+    pub stream_bytes_received: u64,
+    /// Frames or packets dropped as malformed on this connection.
+    pub malformed_packets: u64,
+    /// Smoothed RTT.
+    #[serde(serialize_with = "ser_duration_us")]
+    pub smoothed_rtt: Duration,
+    /// Minimum RTT.
+    #[serde(serialize_with = "ser_duration_us")]
+    pub min_rtt: Duration,
+    /// Current retransmission timeout.
+    #[serde(serialize_with = "ser_duration_us")]
+    pub rto: Duration,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Bytes in flight.
+    pub bytes_in_flight: u64,
+}
+
+fn ser_duration_us<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_micros() as u64)
+}

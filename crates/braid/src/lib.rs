@@ -1,0 +1,1 @@
+//! Facade (in progress).
