@@ -1,1 +1,599 @@
-//! (in progress)
+//! Braid wire format, version 1.
+//!
+//! Every datagram is one packet:
+//!
+//! ```text
+//! version:u8  type:u8  dst_cid:u64
+//! [Initial] src_cid:u64 cookie_len:varint cookie
+//! [Retry]   cookie_len:varint cookie
+//! [Accept]  src_cid:u64
+//! pn:varint  timestamp_us:varint  echo_timestamp_us:varint
+//! frames...  (to the end of the datagram)
+//! ```
+//!
+//! Integers are big-endian; `varint` is QUIC's variable-length integer
+//! (RFC 9000 §16: two high bits give the length, at most 2^62 − 1). The
+//! timestamp is the sender's clock in microseconds since the connection
+//! began; the echoed timestamp is the timestamp of the highest-numbered
+//! packet the sender has received from its peer (0 if none). Together with
+//! the ACK delay, they give RTT and one-way-delay samples (LEDBAT).
+//!
+//! Frames: `PADDING` (0x00), `PING` (0x01), `ACK` (0x02: largest, delay,
+//! receive-window limit, SACK ranges as in RFC 9000 §19.3), `CLOSE` (0x04:
+//! code, reason) and `DATA` (0x08, +1 when a message ends with this frame:
+//! stream offset, length, bytes).
+//!
+//! Decoding is total: any byte string yields a [`Packet`] or a
+//! [`DecodeError`], never a panic (checked by a property test and a
+//! cargo-fuzz target).
+
+use bytes::{Buf, BufMut, Bytes};
+
+/// The only version this implementation speaks.
+pub const VERSION: u8 = 1;
+/// Largest value a varint can hold.
+pub const VARINT_MAX: u64 = (1 << 62) - 1;
+/// Longest cookie accepted.
+pub const MAX_COOKIE_LEN: usize = 64;
+/// Longest close reason accepted.
+pub const MAX_REASON_LEN: usize = 1024;
+/// Most ACK ranges accepted in one frame.
+pub const MAX_ACK_RANGES: u64 = 256;
+
+/// Why a datagram could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The datagram ended in the middle of a field.
+    #[error("truncated {0}")]
+    Truncated(&'static str),
+    /// The version byte is not one we speak.
+    #[error("unsupported version {0}")]
+    UnsupportedVersion(u8),
+    /// Unknown packet type.
+    #[error("unknown packet type {0:#04x}")]
+    UnknownPacketType(u8),
+    /// Unknown frame type.
+    #[error("unknown frame type {0:#04x}")]
+    UnknownFrameType(u8),
+    /// A field holds a value outside its range.
+    #[error("invalid {0}")]
+    Invalid(&'static str),
+}
+
+/// Packet types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PacketType {
+    /// Client's handshake request (padded to at least 1200 bytes).
+    Initial = 1,
+    /// Server's stateless cookie challenge.
+    Retry = 2,
+    /// Server's acceptance: carries the server's connection ID.
+    Accept = 3,
+    /// Everything after the handshake.
+    Data = 4,
+}
+
+/// The fixed part of a packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub ty: PacketType,
+    /// Connection ID chosen by the receiver of this packet (0 in a client's
+    /// first Initial, which does not know the server's yet).
+    pub dst_cid: u64,
+    /// Sender's own connection ID (Initial and Accept only).
+    pub src_cid: u64,
+    /// Cookie (Initial and Retry only; empty in a first Initial).
+    pub cookie: Bytes,
+    /// Packet number.
+    pub pn: u64,
+    /// Sender's clock, µs since the connection began.
+    pub timestamp_us: u64,
+    /// Timestamp of the highest-numbered packet received from the peer.
+    pub echo_timestamp_us: u64,
+}
+
+/// A frame inside a packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// Keeps the connection alive and elicits an acknowledgement.
+    Ping,
+    /// Acknowledges packets and announces the receive window.
+    Ack(AckFrame),
+    /// Closes the connection.
+    Close { code: u64, reason: Bytes },
+    /// Stream bytes `[offset, offset + data.len())`; `message_end` says a
+    /// message ends with the last byte.
+    Data { offset: u64, data: Bytes, message_end: bool },
+}
+
+/// An ACK frame: packet numbers acknowledged, encoded as in RFC 9000 §19.3.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckFrame {
+    /// Largest packet number acknowledged.
+    pub largest: u64,
+    /// Time the receiver held `largest` before acknowledging, µs.
+    pub ack_delay_us: u64,
+    /// Flow control: the sender may send stream bytes below this offset.
+    pub max_data: u64,
+    /// Encoded additional ranges (already validated; iterate with
+    /// [`AckFrame::ranges`]).
+    first_range: u64,
+    range_count: u64,
+    encoded_ranges: Bytes,
+}
+
+impl AckFrame {
+    /// Build from inclusive ranges sorted from highest to lowest, disjoint
+    /// and non-adjacent. Panics in debug builds if they are not.
+    pub fn from_ranges(
+        ranges_desc: impl IntoIterator<Item = (u64, u64)>,
+        ack_delay_us: u64,
+        max_data: u64,
+    ) -> Option<AckFrame> {
+        let mut iter = ranges_desc.into_iter();
+        let (first_lo, largest) = iter.next()?;
+        let mut encoded = Vec::new();
+        let mut count = 0;
+        let mut prev_lo = first_lo;
+        for (lo, hi) in iter {
+            debug_assert!(hi + 1 < prev_lo, "ACK ranges must be descending and separated");
+            let gap = prev_lo - hi - 2;
+            write_varint(&mut encoded, gap);
+            write_varint(&mut encoded, hi - lo);
+            prev_lo = lo;
+            count += 1;
+        }
+        Some(AckFrame {
+            largest,
+            ack_delay_us,
+            max_data,
+            first_range: largest - first_lo,
+            range_count: count,
+            encoded_ranges: Bytes::from(encoded),
+        })
+    }
+
+    /// Inclusive ranges `(low, high)` acknowledged, highest first.
+    pub fn ranges(&self) -> AckRanges<'_> {
+        AckRanges {
+            next: Some((self.largest - self.first_range, self.largest)),
+            buf: &self.encoded_ranges[..],
+            remaining: self.range_count,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(FRAME_ACK);
+        write_varint(out, self.largest);
+        write_varint(out, self.ack_delay_us);
+        write_varint(out, self.max_data);
+        write_varint(out, self.range_count);
+        write_varint(out, self.first_range);
+        out.extend_from_slice(&self.encoded_ranges);
+    }
+
+    fn decode(buf: &mut Bytes) -> Result<AckFrame, DecodeError> {
+        let largest = read_varint(buf, "ACK largest")?;
+        let ack_delay_us = read_varint(buf, "ACK delay")?;
+        let max_data = read_varint(buf, "ACK max_data")?;
+        let range_count = read_varint(buf, "ACK range count")?;
+        let first_range = read_varint(buf, "ACK first range")?;
+        if range_count > MAX_ACK_RANGES {
+            return Err(DecodeError::Invalid("ACK range count"));
+        }
+        if first_range > largest {
+            return Err(DecodeError::Invalid("ACK first range"));
+        }
+        // Walk the ranges once to validate them, so iteration cannot fail.
+        let start = buf.clone();
+        let mut smallest = largest - first_range;
+        for _ in 0..range_count {
+            let gap = read_varint(buf, "ACK gap")?;
+            let len = read_varint(buf, "ACK range length")?;
+            let hi = smallest
+                .checked_sub(gap)
+                .and_then(|v| v.checked_sub(2))
+                .ok_or(DecodeError::Invalid("ACK gap"))?;
+            smallest = hi.checked_sub(len).ok_or(DecodeError::Invalid("ACK range length"))?;
+        }
+        let used = start.len() - buf.len();
+        Ok(AckFrame {
+            largest,
+            ack_delay_us,
+            max_data,
+            first_range,
+            range_count,
+            encoded_ranges: start.slice(..used),
+        })
+    }
+}
+
+/// Iterator over the ranges of an [`AckFrame`].
+pub struct AckRanges<'a> {
+    next: Option<(u64, u64)>,
+    buf: &'a [u8],
+    remaining: u64,
+}
+
+impl Iterator for AckRanges<'_> {
+    type Item = (u64, u64);
+    fn next(&mut self) -> Option<(u64, u64)> {
+        let current = self.next.take()?;
+        if self.remaining > 0 {
+            self.remaining -= 1;
+            // Validated at decode (or built by `from_ranges`): cannot fail.
+            let gap = read_varint(&mut self.buf, "").unwrap_or(0);
+            let len = read_varint(&mut self.buf, "").unwrap_or(0);
+            let hi = current.0.saturating_sub(gap + 2);
+            self.next = Some((hi.saturating_sub(len), hi));
+        }
+        Some(current)
+    }
+}
+
+/// A decoded packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet {
+    pub header: Header,
+    /// The frame bytes, validated: [`Packet::frames`] cannot fail.
+    payload: Bytes,
+}
+
+const FRAME_PADDING: u8 = 0x00;
+const FRAME_PING: u8 = 0x01;
+const FRAME_ACK: u8 = 0x02;
+const FRAME_CLOSE: u8 = 0x04;
+const FRAME_DATA: u8 = 0x08;
+const FRAME_DATA_END: u8 = 0x09;
+
+impl Packet {
+    /// Decode and validate a whole datagram.
+    pub fn decode(datagram: Bytes) -> Result<Packet, DecodeError> {
+        let mut buf = datagram;
+        let header = decode_header(&mut buf)?;
+        // Validate every frame now so that processing never meets a bad one
+        // half-way through a packet.
+        let mut check = buf.clone();
+        let mut frames = 0usize;
+        while let Some(frame) = decode_frame(&mut check)? {
+            frames += 1;
+            if header.ty != PacketType::Data && header.ty != PacketType::Accept && frame != Frame::Ping {
+                return Err(DecodeError::Invalid("frame in handshake packet"));
+            }
+        }
+        let _ = frames;
+        Ok(Packet { header, payload: buf })
+    }
+
+    /// The frames, in order (padding skipped).
+    pub fn frames(&self) -> Frames {
+        Frames { buf: self.payload.clone() }
+    }
+}
+
+/// Iterator over the frames of a validated [`Packet`].
+pub struct Frames {
+    buf: Bytes,
+}
+
+impl Iterator for Frames {
+    type Item = Frame;
+    fn next(&mut self) -> Option<Frame> {
+        // The payload was validated by `Packet::decode`.
+        decode_frame(&mut self.buf).ok().flatten()
+    }
+}
+
+fn decode_header(buf: &mut Bytes) -> Result<Header, DecodeError> {
+    let version = read_u8(buf, "version")?;
+    if version != VERSION {
+        return Err(DecodeError::UnsupportedVersion(version));
+    }
+    let ty = match read_u8(buf, "packet type")? {
+        1 => PacketType::Initial,
+        2 => PacketType::Retry,
+        3 => PacketType::Accept,
+        4 => PacketType::Data,
+        other => return Err(DecodeError::UnknownPacketType(other)),
+    };
+    let dst_cid = read_u64(buf, "destination connection ID")?;
+    let mut src_cid = 0;
+    let mut cookie = Bytes::new();
+    if matches!(ty, PacketType::Initial | PacketType::Accept) {
+        src_cid = read_u64(buf, "source connection ID")?;
+    }
+    if matches!(ty, PacketType::Initial | PacketType::Retry) {
+        let len = read_varint(buf, "cookie length")?;
+        if len > MAX_COOKIE_LEN as u64 {
+            return Err(DecodeError::Invalid("cookie length"));
+        }
+        cookie = read_bytes(buf, len, "cookie")?;
+    }
+    let pn = read_varint(buf, "packet number")?;
+    let timestamp_us = read_varint(buf, "timestamp")?;
+    let echo_timestamp_us = read_varint(buf, "echo timestamp")?;
+    Ok(Header { ty, dst_cid, src_cid, cookie, pn, timestamp_us, echo_timestamp_us })
+}
+
+fn decode_frame(buf: &mut Bytes) -> Result<Option<Frame>, DecodeError> {
+    loop {
+        let Some(&ty) = buf.first() else { return Ok(None) };
+        buf.advance(1);
+        return match ty {
+            FRAME_PADDING => continue,
+            FRAME_PING => Ok(Some(Frame::Ping)),
+            FRAME_ACK => Ok(Some(Frame::Ack(AckFrame::decode(buf)?))),
+            FRAME_CLOSE => {
+                let code = read_varint(buf, "close code")?;
+                let len = read_varint(buf, "close reason length")?;
+                if len > MAX_REASON_LEN as u64 {
+                    return Err(DecodeError::Invalid("close reason length"));
+                }
+                let reason = read_bytes(buf, len, "close reason")?;
+                Ok(Some(Frame::Close { code, reason }))
+            }
+            FRAME_DATA | FRAME_DATA_END => {
+                let offset = read_varint(buf, "data offset")?;
+                let len = read_varint(buf, "data length")?;
+                if offset.checked_add(len).is_none_or(|end| end > VARINT_MAX) {
+                    return Err(DecodeError::Invalid("data offset"));
+                }
+                let data = read_bytes(buf, len, "data")?;
+                Ok(Some(Frame::Data { offset, data, message_end: ty == FRAME_DATA_END }))
+            }
+            other => Err(DecodeError::UnknownFrameType(other)),
+        };
+    }
+}
+
+/// Writes a packet header into `out`.
+pub fn encode_header(out: &mut Vec<u8>, header: &Header) {
+    out.push(VERSION);
+    out.push(header.ty as u8);
+    out.put_u64(header.dst_cid);
+    if matches!(header.ty, PacketType::Initial | PacketType::Accept) {
+        out.put_u64(header.src_cid);
+    }
+    if matches!(header.ty, PacketType::Initial | PacketType::Retry) {
+        write_varint(out, header.cookie.len() as u64);
+        out.extend_from_slice(&header.cookie);
+    }
+    write_varint(out, header.pn);
+    write_varint(out, header.timestamp_us);
+    write_varint(out, header.echo_timestamp_us);
+}
+
+/// Writes a frame into `out`.
+pub fn encode_frame(out: &mut Vec<u8>, frame: &Frame) {
+    match frame {
+        Frame::Ping => out.push(FRAME_PING),
+        Frame::Ack(ack) => ack.encode(out),
+        Frame::Close { code, reason } => {
+            out.push(FRAME_CLOSE);
+            write_varint(out, *code);
+            let reason = &reason[..reason.len().min(MAX_REASON_LEN)];
+            write_varint(out, reason.len() as u64);
+            out.extend_from_slice(reason);
+        }
+        Frame::Data { offset, data, message_end } => {
+            encode_data_frame(out, *offset, data, *message_end);
+        }
+    }
+}
+
+/// Writes a DATA frame without building a [`Frame`] (the hot path).
+pub fn encode_data_frame(out: &mut Vec<u8>, offset: u64, data: &[u8], message_end: bool) {
+    encode_data_frame_header(out, offset, data.len() as u64, message_end);
+    out.extend_from_slice(data);
+}
+
+/// Writes the header of a DATA frame whose `len` bytes the caller appends.
+pub fn encode_data_frame_header(out: &mut Vec<u8>, offset: u64, len: u64, message_end: bool) {
+    out.push(if message_end { FRAME_DATA_END } else { FRAME_DATA });
+    write_varint(out, offset);
+    write_varint(out, len);
+}
+
+/// Bytes a DATA frame header takes for this offset and length.
+pub fn data_frame_overhead(offset: u64, len: u64) -> usize {
+    1 + varint_len(offset) + varint_len(len)
+}
+
+/// Appends `n` padding bytes.
+pub fn encode_padding(out: &mut Vec<u8>, n: usize) {
+    out.resize(out.len() + n, FRAME_PADDING);
+}
+
+/// Size of `v` as a varint.
+pub fn varint_len(v: u64) -> usize {
+    match v {
+        0..=63 => 1,
+        64..=16_383 => 2,
+        16_384..=1_073_741_823 => 4,
+        _ => 8,
+    }
+}
+
+/// Writes `v` (clamped to [`VARINT_MAX`]) as a varint.
+pub fn write_varint(out: &mut Vec<u8>, v: u64) {
+    let v = v.min(VARINT_MAX);
+    match varint_len(v) {
+        1 => out.push(v as u8),
+        2 => out.put_u16(0x4000 | v as u16),
+        4 => out.put_u32(0x8000_0000 | v as u32),
+        _ => out.put_u64(0xc000_0000_0000_0000 | v),
+    }
+}
+
+/// Reads a varint, naming `what` if the buffer is too short.
+pub fn read_varint<B: Buf>(buf: &mut B, what: &'static str) -> Result<u64, DecodeError> {
+    let Some(&first) = buf.chunk().first() else { return Err(DecodeError::Truncated(what)) };
+    let len = 1usize << (first >> 6);
+    if buf.remaining() < len {
+        return Err(DecodeError::Truncated(what));
+    }
+    Ok(match len {
+        1 => u64::from(buf.get_u8() & 0x3f),
+        2 => u64::from(buf.get_u16() & 0x3fff),
+        4 => u64::from(buf.get_u32() & 0x3fff_ffff),
+        _ => buf.get_u64() & 0x3fff_ffff_ffff_ffff,
+    })
+}
+
+fn read_u8(buf: &mut Bytes, what: &'static str) -> Result<u8, DecodeError> {
+    if buf.remaining() < 1 {
+        return Err(DecodeError::Truncated(what));
+    }
+    Ok(buf.get_u8())
+}
+
+fn read_u64(buf: &mut Bytes, what: &'static str) -> Result<u64, DecodeError> {
+    if buf.remaining() < 8 {
+        return Err(DecodeError::Truncated(what));
+    }
+    Ok(buf.get_u64())
+}
+
+fn read_bytes(buf: &mut Bytes, len: u64, what: &'static str) -> Result<Bytes, DecodeError> {
+    if (buf.remaining() as u64) < len {
+        return Err(DecodeError::Truncated(what));
+    }
+    Ok(buf.split_to(len as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn header(ty: PacketType) -> Header {
+        Header {
+            ty,
+            dst_cid: 0x0102_0304_0506_0708,
+            src_cid: if matches!(ty, PacketType::Initial | PacketType::Accept) { 42 } else { 0 },
+            cookie: if matches!(ty, PacketType::Initial | PacketType::Retry) {
+                Bytes::from_static(b"cookie")
+            } else {
+                Bytes::new()
+            },
+            pn: 1234,
+            timestamp_us: 99_999,
+            echo_timestamp_us: 7,
+        }
+    }
+
+    #[test]
+    fn varint_round_trip_at_boundaries() {
+        for v in [0, 63, 64, 16_383, 16_384, 1_073_741_823, 1_073_741_824, VARINT_MAX] {
+            let mut out = Vec::new();
+            write_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v));
+            assert_eq!(read_varint(&mut &out[..], "v").unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn packet_round_trip() {
+        let mut out = Vec::new();
+        encode_header(&mut out, &header(PacketType::Data));
+        let ack = AckFrame::from_ranges([(90, 100), (50, 80), (0, 10)], 250, 1 << 20).unwrap();
+        encode_frame(&mut out, &Frame::Ack(ack.clone()));
+        encode_frame(&mut out, &Frame::Ping);
+        encode_data_frame(&mut out, 1000, b"hello", true);
+        encode_data_frame(&mut out, 1005, b"wor", false);
+        encode_frame(&mut out, &Frame::Close { code: 7, reason: Bytes::from_static(b"bye") });
+        encode_padding(&mut out, 10);
+        let packet = Packet::decode(Bytes::from(out)).unwrap();
+        assert_eq!(packet.header, header(PacketType::Data));
+        let frames: Vec<_> = packet.frames().collect();
+        assert_eq!(frames.len(), 5);
+        assert_eq!(frames[0], Frame::Ack(ack.clone()));
+        assert_eq!(ack.ranges().collect::<Vec<_>>(), vec![(90, 100), (50, 80), (0, 10)]);
+        assert_eq!(
+            frames[2],
+            Frame::Data { offset: 1000, data: Bytes::from_static(b"hello"), message_end: true }
+        );
+    }
+
+    #[test]
+    fn handshake_headers_round_trip() {
+        for ty in [PacketType::Initial, PacketType::Retry, PacketType::Accept] {
+            let mut out = Vec::new();
+            encode_header(&mut out, &header(ty));
+            encode_padding(&mut out, 3);
+            assert_eq!(Packet::decode(Bytes::from(out)).unwrap().header, header(ty));
+        }
+    }
+
+    #[test]
+    fn handshake_packets_reject_data_frames() {
+        let mut out = Vec::new();
+        encode_header(&mut out, &header(PacketType::Initial));
+        encode_data_frame(&mut out, 0, b"x", true);
+        assert_eq!(
+            Packet::decode(Bytes::from(out)),
+            Err(DecodeError::Invalid("frame in handshake packet"))
+        );
+    }
+
+    #[test]
+    fn ack_ranges_that_underflow_are_rejected() {
+        let mut out = vec![FRAME_ACK];
+        for v in [5, 0, 0, 1, 3, 10, 0] {
+            write_varint(&mut out, v); // largest 5, first range 3, then gap 10
+        }
+        let mut buf = Bytes::from(out);
+        buf.advance(1);
+        assert_eq!(AckFrame::decode(&mut buf), Err(DecodeError::Invalid("ACK gap")));
+    }
+
+    fn arb_ranges() -> impl Strategy<Value = Vec<(u64, u64)>> {
+        // Descending, separated ranges built from (gap, len) pairs.
+        (0u64..1 << 40, prop::collection::vec((0u64..1000, 0u64..1000), 0..20)).prop_map(|(top, parts)| {
+            let mut ranges = Vec::new();
+            let mut hi = top + 1_000_000;
+            for (gap, len) in parts {
+                let lo = hi.saturating_sub(len);
+                ranges.push((lo, hi));
+                if lo < gap + 2 {
+                    break;
+                }
+                hi = lo - gap - 2;
+            }
+            ranges
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..1500)) {
+            if let Ok(p) = Packet::decode(Bytes::from(bytes)) {
+                for f in p.frames() {
+                    if let Frame::Ack(a) = f { let _ = a.ranges().count(); }
+                }
+            }
+        }
+
+        #[test]
+        fn decode_never_panics_on_valid_prefix(tail in prop::collection::vec(any::<u8>(), 0..200)) {
+            let mut out = Vec::new();
+            encode_header(&mut out, &header(PacketType::Data));
+            out.extend_from_slice(&tail);
+            let _ = Packet::decode(Bytes::from(out));
+        }
+
+        #[test]
+        fn ack_round_trip(ranges in arb_ranges(), delay in 0u64..1 << 30, max_data in 0u64..VARINT_MAX) {
+            prop_assume!(!ranges.is_empty());
+            let ack = AckFrame::from_ranges(ranges.iter().copied(), delay, max_data).unwrap();
+            let mut out = Vec::new();
+            encode_header(&mut out, &header(PacketType::Data));
+            encode_frame(&mut out, &Frame::Ack(ack));
+            let packet = Packet::decode(Bytes::from(out)).unwrap();
+            let Some(Frame::Ack(decoded)) = packet.frames().next() else { panic!("no ack") };
+            prop_assert_eq!(decoded.ranges().collect::<Vec<_>>(), ranges);
+            prop_assert_eq!(decoded.ack_delay_us, delay);
+            prop_assert_eq!(decoded.max_data, max_data);
+        }
+    }
+}

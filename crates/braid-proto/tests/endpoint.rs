@@ -1,0 +1,326 @@
+//! Endpoint-level tests over a tiny in-memory network: handshake, message
+//! delivery under loss/duplication/reordering, flow control, close, idle
+//! timeout, and hostile input.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use braid_core::{Instant, Rng, RngExt, SeedableRng};
+use braid_proto::{CloseReason, ConnectionHandle, Endpoint, EndpointConfig, Event, RecvError, TransportConfig};
+use bytes::Bytes;
+use proptest::prelude::*;
+
+const A: &str = "10.0.0.1:1000";
+const B: &str = "10.0.0.2:2000";
+
+/// Two endpoints joined by a one-way delay, with random loss, duplication
+/// and reordering, in virtual time.
+struct Net {
+    now: Instant,
+    a: Endpoint,
+    b: Endpoint,
+    delay: Duration,
+    loss: f64,
+    dup: f64,
+    reorder: f64,
+    rng: Rng,
+    /// (arrival time, sequence) -> (to_b, from, datagram)
+    in_flight: BTreeMap<(Instant, u64), (bool, SocketAddr, Bytes)>,
+    seq: u64,
+    events_a: Vec<Event>,
+    events_b: Vec<Event>,
+    buf: Vec<u8>,
+}
+
+impl Net {
+    fn new(seed: u64, transport: TransportConfig) -> Net {
+        let cfg = EndpointConfig { transport, ..Default::default() };
+        Net {
+            now: Instant::from_nanos(1_000_000_000),
+            a: Endpoint::new(EndpointConfig { accept_incoming: false, ..cfg.clone() }, seed),
+            b: Endpoint::new(cfg, seed + 1),
+            delay: Duration::from_millis(10),
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            rng: Rng::seed_from_u64(seed),
+            in_flight: BTreeMap::new(),
+            seq: 0,
+            events_a: Vec::new(),
+            events_b: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    fn flush(&mut self) {
+        for to_b in [true, false] {
+            loop {
+                let (ep, from) = if to_b { (&mut self.a, A) } else { (&mut self.b, B) };
+                let Some(t) = ep.poll_transmit(self.now, 10, &mut self.buf) else { break };
+                let seg = t.segment_size.unwrap_or(t.size);
+                for chunk in self.buf[..t.size].chunks(seg) {
+                    if self.rng.random_bool(self.loss) {
+                        continue;
+                    }
+                    let copies = if self.rng.random_bool(self.dup) { 2 } else { 1 };
+                    for _ in 0..copies {
+                        let extra = if self.rng.random_bool(self.reorder) { self.delay } else { Duration::ZERO };
+                        self.seq += 1;
+                        self.in_flight.insert(
+                            (self.now + self.delay + extra, self.seq),
+                            (to_b, from.parse().unwrap(), Bytes::copy_from_slice(chunk)),
+                        );
+                    }
+                }
+            }
+        }
+        while let Some(e) = self.a.poll_event() {
+            self.events_a.push(e);
+        }
+        while let Some(e) = self.b.poll_event() {
+            self.events_b.push(e);
+        }
+    }
+
+    /// Advance to the next event; false when nothing is left to happen.
+    fn step(&mut self) -> bool {
+        self.flush();
+        let next_packet = self.in_flight.keys().next().map(|k| k.0);
+        let timers = [self.a.poll_timeout(), self.b.poll_timeout()];
+        let next = [next_packet, timers[0], timers[1]].into_iter().flatten().min();
+        let Some(next) = next else { return false };
+        self.now = self.now.max(next);
+        while let Some(entry) = self.in_flight.first_entry() {
+            if entry.key().0 > self.now {
+                break;
+            }
+            let (to_b, from, data) = entry.remove();
+            if to_b { self.b.handle_datagram(self.now, from, data) } else { self.a.handle_datagram(self.now, from, data) }
+        }
+        self.a.handle_timeout(self.now);
+        self.b.handle_timeout(self.now);
+        self.flush();
+        true
+    }
+
+    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Net) -> bool) -> bool {
+        let deadline = self.now + limit;
+        while self.now < deadline {
+            if done(self) {
+                return true;
+            }
+            if !self.step() {
+                return done(self);
+            }
+        }
+        done(self)
+    }
+
+    fn accepted(&self) -> Option<ConnectionHandle> {
+        self.events_b.iter().find_map(|e| if let Event::Accepted(h) = e { Some(*h) } else { None })
+    }
+}
+
+fn message(i: usize, len: usize) -> Bytes {
+    Bytes::from((0..len).map(|j| (i * 7 + j * 13) as u8).collect::<Vec<_>>())
+}
+
+/// Sends `msgs` from A to B (respecting backpressure) and returns what B read.
+fn transfer(net: &mut Net, msgs: &[Bytes], limit: Duration) -> Vec<Bytes> {
+    let conn = net.a.connect(net.now, B.parse().unwrap()).unwrap();
+    let mut next = 0;
+    let mut got = Vec::new();
+    let mut server = None;
+    net.run_until(limit, |net| {
+        while next < msgs.len() {
+            match net.a.send_message(conn, msgs[next].clone()) {
+                Ok(()) => next += 1,
+                Err(braid_proto::SendError::Blocked(_)) => break,
+                Err(e) => panic!("send failed: {e}"),
+            }
+        }
+        server = server.or(net.accepted());
+        if let Some(h) = server {
+            while let Ok(Some(m)) = net.b.recv_message(h) {
+                got.push(m);
+            }
+        }
+        got.len() == msgs.len()
+    });
+    got
+}
+
+#[test]
+fn handshake_and_small_messages() {
+    let mut net = Net::new(1, TransportConfig::default());
+    let msgs: Vec<Bytes> = (0..100).map(|i| message(i, i * 3)).collect();
+    let got = transfer(&mut net, &msgs, Duration::from_secs(5));
+    assert_eq!(got, msgs);
+    assert!(net.events_a.iter().any(|e| matches!(e, Event::Connected(_))));
+    let s = net.b.stats();
+    assert_eq!(s.retries_sent, 1);
+    assert_eq!(s.connections_accepted, 1);
+}
+
+#[test]
+fn sixteen_mib_message_under_loss_dup_and_reordering() {
+    let mut net = Net::new(2, TransportConfig::default());
+    net.loss = 0.03;
+    net.dup = 0.01;
+    net.reorder = 0.02;
+    let msgs = vec![message(1, 16 << 20), message(2, 10), Bytes::new(), message(3, 100_000)];
+    let got = transfer(&mut net, &msgs, Duration::from_secs(600));
+    assert_eq!(got.len(), msgs.len());
+    assert!(got == msgs, "content differs");
+}
+
+#[test]
+fn flow_control_with_small_window_and_slow_reader() {
+    let transport = TransportConfig { receive_window: 100_000, send_buffer: 50_000, ..Default::default() };
+    let mut net = Net::new(3, transport);
+    let msgs: Vec<Bytes> = (0..50).map(|i| message(i, 30_000)).collect();
+    let got = transfer(&mut net, &msgs, Duration::from_secs(60));
+    assert_eq!(got, msgs);
+}
+
+#[test]
+fn graceful_close_delivers_everything_then_closes_both_sides() {
+    let mut net = Net::new(4, TransportConfig::default());
+    let conn = net.a.connect(net.now, B.parse().unwrap()).unwrap();
+    let msgs: Vec<Bytes> = (0..20).map(|i| message(i, 5000)).collect();
+    for m in &msgs {
+        net.a.send_message(conn, m.clone()).unwrap();
+    }
+    net.a.close(net.now, conn);
+    net.loss = 0.05;
+    let ok = net.run_until(Duration::from_secs(30), |n| {
+        n.events_a.iter().any(|e| matches!(e, Event::Closed(..)))
+            && n.events_b.iter().any(|e| matches!(e, Event::Closed(..)))
+    });
+    assert!(ok, "both sides close: a={:?} b={:?}", net.events_a, net.events_b);
+    assert!(net.events_a.iter().any(|e| matches!(e, Event::Flushed(_))));
+    let server = net.accepted().unwrap();
+    let mut got = Vec::new();
+    loop {
+        match net.b.recv_message(server) {
+            Ok(Some(m)) => got.push(m),
+            Ok(None) => panic!("closed connection returned None"),
+            Err(RecvError::Closed(CloseReason::Remote { .. })) => break,
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(got, msgs);
+    // Everything is eventually forgotten.
+    net.run_until(Duration::from_secs(30), |n| n.a.connections().is_empty() && n.b.connections().is_empty());
+    let _ = net.a.recv_message(conn);
+    assert!(net.a.connections().is_empty());
+    assert!(net.b.connections().is_empty());
+}
+
+#[test]
+fn idle_timeout_closes_a_silent_connection() {
+    let transport = TransportConfig { idle_timeout: Duration::from_secs(2), ..Default::default() };
+    let mut net = Net::new(5, transport);
+    let conn = net.a.connect(net.now, B.parse().unwrap()).unwrap();
+    net.run_until(Duration::from_secs(1), |n| n.a.is_established(conn));
+    net.loss = 1.0;
+    let ok = net.run_until(Duration::from_secs(10), |n| {
+        n.events_a.iter().any(|e| *e == Event::Closed(conn, CloseReason::IdleTimeout))
+    });
+    assert!(ok);
+}
+
+#[test]
+fn handshake_times_out_without_a_server() {
+    let transport = TransportConfig { handshake_timeout: Duration::from_secs(3), ..Default::default() };
+    let mut net = Net::new(6, transport);
+    net.loss = 1.0;
+    let conn = net.a.connect(net.now, B.parse().unwrap()).unwrap();
+    let ok = net.run_until(Duration::from_secs(10), |n| {
+        n.events_a.iter().any(|e| *e == Event::Closed(conn, CloseReason::HandshakeTimeout))
+    });
+    assert!(ok);
+}
+
+#[test]
+fn spoofed_initials_create_no_state() {
+    let mut server = Endpoint::new(EndpointConfig::default(), 9);
+    let mut client = Endpoint::new(EndpointConfig { accept_incoming: false, ..Default::default() }, 10);
+    let now = Instant::from_nanos(5_000_000_000);
+    let mut buf = Vec::new();
+    for i in 0..1000u16 {
+        let spoofed: SocketAddr = format!("198.51.100.{}:{}", i % 250, 1000 + i).parse().unwrap();
+        client.connect(now, spoofed).unwrap();
+        let t = client.poll_transmit(now, 1, &mut buf).unwrap();
+        server.handle_datagram(now, spoofed, Bytes::copy_from_slice(&buf[..t.size]));
+        // Forged cookie.
+        let mut forged = buf[..t.size].to_vec();
+        forged[2 + 8 + 8] = 24; // cookie length
+        server.handle_datagram(now, spoofed, Bytes::from(forged));
+    }
+    assert_eq!(server.connections().len(), 0);
+    assert_eq!(server.stats().retries_sent, 1000);
+    assert!(server.stats().invalid_cookies + server.stats().malformed_datagrams >= 1000);
+    // Every answer is no larger than the request (no amplification).
+    while let Some(t) = server.poll_transmit(now, 1, &mut buf) {
+        assert!(t.size < 1200);
+    }
+}
+
+#[test]
+fn refuses_beyond_max_connections() {
+    let mut net = Net::new(7, TransportConfig::default());
+    net.b = Endpoint::new(EndpointConfig { max_connections: 1, ..Default::default() }, 8);
+    let c1 = net.a.connect(net.now, B.parse().unwrap()).unwrap();
+    let c2 = net.a.connect(net.now, B.parse().unwrap()).unwrap();
+    let ok = net.run_until(Duration::from_secs(5), |n| {
+        n.a.is_established(c1) && n.events_a.iter().any(|e| *e == Event::Closed(c2, CloseReason::Refused))
+    });
+    assert!(ok, "{:?}", net.events_a);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+    /// Random and malformed datagrams never panic an endpoint, and each one
+    /// is counted.
+    #[test]
+    fn garbage_never_panics_and_is_counted(
+        data in prop::collection::vec(any::<u8>(), 0..1400),
+        mutate_valid in any::<bool>(),
+        flip in any::<prop::sample::Index>(),
+    ) {
+        thread_local! {
+            static NET: std::cell::RefCell<Option<(Net, ConnectionHandle, Vec<u8>)>> = const { std::cell::RefCell::new(None) };
+        }
+        NET.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            let (net, conn, sample) = slot.get_or_insert_with(|| {
+                let mut net = Net::new(11, TransportConfig::default());
+                let conn = net.a.connect(net.now, B.parse().unwrap()).unwrap();
+                net.run_until(Duration::from_secs(1), |n| n.a.is_established(conn));
+                net.a.send_message(conn, Bytes::from_static(b"x")).unwrap();
+                let mut buf = Vec::new();
+                let t = net.a.poll_transmit(net.now, 1, &mut buf).unwrap();
+                buf.truncate(t.size);
+                (net, conn, buf)
+            });
+            let datagram = if mutate_valid {
+                // A real packet with one byte changed and a random tail.
+                let mut d = sample.clone();
+                let i = flip.index(d.len());
+                d[i] ^= data.first().copied().unwrap_or(0xff) | 1;
+                d.extend_from_slice(&data[..data.len().min(64)]);
+                d
+            } else {
+                data.clone()
+            };
+            let before = net.b.stats();
+            net.b.handle_datagram(net.now, A.parse().unwrap(), Bytes::from(datagram));
+            let after = net.b.stats();
+            prop_assert_eq!(after.datagrams_received, before.datagrams_received + 1);
+            let _ = conn;
+            Ok(())
+        })?;
+    }
+}
