@@ -5,7 +5,9 @@
 //! address creates no state), and round-robins transmissions across
 //! connections.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::hash::Hasher;
 use std::net::{IpAddr, SocketAddr};
 
@@ -158,14 +160,14 @@ impl Endpoint {
             config,
             rng,
             cookie_key,
-            connections: HashMap::new(),
-            by_cid: HashMap::new(),
-            by_initial: HashMap::new(),
+            connections: HashMap::default(),
+            by_cid: HashMap::default(),
+            by_initial: HashMap::default(),
             next_handle: 0,
             events: VecDeque::new(),
             stateless: VecDeque::new(),
             send_queue: VecDeque::new(),
-            queued: HashSet::new(),
+            queued: HashSet::default(),
             stats: EndpointStats::default(),
         }
     }

@@ -35,6 +35,8 @@ impl Message {
 /// A piece of the stream chosen for the next DATA frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkRef {
+    /// Index of the message in the buffer, valid until the next `on_ack`.
+    message: usize,
     pub offset: u64,
     pub len: u64,
     pub message_end: bool,
@@ -55,6 +57,9 @@ pub struct SendStream {
     end: u64,
     /// Lost ranges waiting to be sent again.
     retransmit: RangeSet,
+    /// Index in `messages` of the message holding `next_unsent`, so new
+    /// data is found without a search.
+    unsent_message: usize,
 }
 
 impl SendStream {
@@ -129,6 +134,7 @@ impl SendStream {
             let end = range.end.min(msg_end).min(range.start + max_len);
             self.retransmit.remove(range.start..end);
             return Some(ChunkRef {
+                message: idx,
                 offset: range.start,
                 len: end - range.start,
                 message_end: end == msg_end,
@@ -138,10 +144,15 @@ impl SendStream {
         if self.next_unsent >= self.end || self.next_unsent >= max_data {
             return None;
         }
-        let idx = self.message_index(self.next_unsent)?;
-        let msg_end = self.messages[idx].end();
+        let idx = self.unsent_message;
+        let msg_end = self.messages.get(idx)?.end();
+        debug_assert!(self.messages[idx].offset <= self.next_unsent && self.next_unsent < msg_end || msg_end == self.next_unsent);
         let end = msg_end.min(self.next_unsent + max_len).min(max_data);
+        if end == msg_end {
+            self.unsent_message += 1;
+        }
         let chunk = ChunkRef {
+            message: idx,
             offset: self.next_unsent,
             len: end - self.next_unsent,
             message_end: end == msg_end,
@@ -153,8 +164,8 @@ impl SendStream {
 
     /// Copies the bytes of `chunk` into `out`.
     pub fn write_chunk(&self, out: &mut Vec<u8>, chunk: &ChunkRef) {
-        let Some(idx) = self.message_index(chunk.offset) else { return };
-        let msg = &self.messages[idx];
+        let Some(msg) = self.messages.get(chunk.message) else { return };
+        debug_assert!(msg.offset <= chunk.offset && chunk.offset + chunk.len <= msg.end());
         let mut pos = (chunk.offset - msg.offset) as usize;
         let mut left = chunk.len as usize;
         let prefix_len = usize::from(msg.prefix_len);
@@ -189,6 +200,7 @@ impl SendStream {
         }
         while self.messages.front().is_some_and(|m| m.end() <= self.acked_prefix) {
             self.messages.pop_front();
+            self.unsent_message = self.unsent_message.saturating_sub(1);
         }
         self.acked_prefix - before
     }

@@ -172,12 +172,16 @@ impl AckFrame {
         out.extend_from_slice(&self.encoded_ranges);
     }
 
-    fn decode(buf: &mut Bytes) -> Result<AckFrame, DecodeError> {
-        let largest = read_varint(buf, "ACK largest")?;
-        let ack_delay_us = read_varint(buf, "ACK delay")?;
-        let max_data = read_varint(buf, "ACK max_data")?;
-        let range_count = read_varint(buf, "ACK range count")?;
-        let first_range = read_varint(buf, "ACK first range")?;
+    /// Decodes the fields after the type byte from `buf[*pos..]`. The
+    /// additional ranges are validated and returned as a position range so
+    /// the caller can slice them without copying.
+    fn decode_raw(buf: &[u8], pos: &mut usize) -> Result<(AckFrame, std::ops::Range<usize>), DecodeError> {
+        let mut cur = &buf[*pos..];
+        let largest = read_varint(&mut cur, "ACK largest")?;
+        let ack_delay_us = read_varint(&mut cur, "ACK delay")?;
+        let max_data = read_varint(&mut cur, "ACK max_data")?;
+        let range_count = read_varint(&mut cur, "ACK range count")?;
+        let first_range = read_varint(&mut cur, "ACK first range")?;
         if range_count > MAX_ACK_RANGES {
             return Err(DecodeError::Invalid("ACK range count"));
         }
@@ -185,26 +189,27 @@ impl AckFrame {
             return Err(DecodeError::Invalid("ACK first range"));
         }
         // Walk the ranges once to validate them, so iteration cannot fail.
-        let start = buf.clone();
+        let ranges_start = buf.len() - cur.len();
         let mut smallest = largest - first_range;
         for _ in 0..range_count {
-            let gap = read_varint(buf, "ACK gap")?;
-            let len = read_varint(buf, "ACK range length")?;
+            let gap = read_varint(&mut cur, "ACK gap")?;
+            let len = read_varint(&mut cur, "ACK range length")?;
             let hi = smallest
                 .checked_sub(gap)
                 .and_then(|v| v.checked_sub(2))
                 .ok_or(DecodeError::Invalid("ACK gap"))?;
             smallest = hi.checked_sub(len).ok_or(DecodeError::Invalid("ACK range length"))?;
         }
-        let used = start.len() - buf.len();
-        Ok(AckFrame {
+        *pos = buf.len() - cur.len();
+        let ack = AckFrame {
             largest,
             ack_delay_us,
             max_data,
             first_range,
             range_count,
-            encoded_ranges: start.slice(..used),
-        })
+            encoded_ranges: Bytes::new(),
+        };
+        Ok((ack, ranges_start..*pos))
     }
 }
 
@@ -251,36 +256,107 @@ impl Packet {
     pub fn decode(datagram: Bytes) -> Result<Packet, DecodeError> {
         let mut buf = datagram;
         let header = decode_header(&mut buf)?;
-        // Validate every frame now so that processing never meets a bad one
-        // half-way through a packet.
-        let mut check = buf.clone();
-        let mut frames = 0usize;
-        while let Some(frame) = decode_frame(&mut check)? {
-            frames += 1;
-            if header.ty != PacketType::Data && header.ty != PacketType::Accept && frame != Frame::Ping {
+        // Validate every frame now, without building them, so processing
+        // never meets a bad one half-way through a packet.
+        let mut pos = 0;
+        while let Some(frame) = decode_raw_frame(&buf, &mut pos)? {
+            let allowed = matches!(header.ty, PacketType::Data | PacketType::Accept) || matches!(frame, RawFrame::Ping);
+            if !allowed {
                 return Err(DecodeError::Invalid("frame in handshake packet"));
             }
         }
-        let _ = frames;
         Ok(Packet { header, payload: buf })
     }
 
     /// The frames, in order (padding skipped).
-    pub fn frames(&self) -> Frames {
-        Frames { buf: self.payload.clone() }
+    pub fn frames(&self) -> Frames<'_> {
+        Frames { buf: &self.payload, pos: 0 }
     }
 }
 
-/// Iterator over the frames of a validated [`Packet`].
-pub struct Frames {
-    buf: Bytes,
+/// Iterator over the frames of a validated [`Packet`]. Frame payloads are
+/// slices of the datagram (no copy).
+pub struct Frames<'a> {
+    buf: &'a Bytes,
+    pos: usize,
 }
 
-impl Iterator for Frames {
+impl Iterator for Frames<'_> {
     type Item = Frame;
     fn next(&mut self) -> Option<Frame> {
         // The payload was validated by `Packet::decode`.
-        decode_frame(&mut self.buf).ok().flatten()
+        let raw = decode_raw_frame(self.buf, &mut self.pos).ok().flatten()?;
+        Some(match raw {
+            RawFrame::Ping => Frame::Ping,
+            RawFrame::Ack(mut ack, ranges) => {
+                if ack.range_count > 0 {
+                    ack.encoded_ranges = self.buf.slice(ranges);
+                }
+                Frame::Ack(ack)
+            }
+            RawFrame::Close { code, reason } => Frame::Close { code, reason: self.buf.slice(reason) },
+            RawFrame::Data { offset, data, message_end } => {
+                Frame::Data { offset, data: self.buf.slice(data), message_end }
+            }
+        })
+    }
+}
+
+/// A frame whose byte fields are positions in the packet payload.
+enum RawFrame {
+    Ping,
+    Ack(AckFrame, std::ops::Range<usize>),
+    Close { code: u64, reason: std::ops::Range<usize> },
+    Data { offset: u64, data: std::ops::Range<usize>, message_end: bool },
+}
+
+fn take(buf: &[u8], pos: &mut usize, len: u64, what: &'static str) -> Result<std::ops::Range<usize>, DecodeError> {
+    if ((buf.len() - *pos) as u64) < len {
+        return Err(DecodeError::Truncated(what));
+    }
+    let start = *pos;
+    *pos += len as usize;
+    Ok(start..*pos)
+}
+
+fn varint_at(buf: &[u8], pos: &mut usize, what: &'static str) -> Result<u64, DecodeError> {
+    let mut cur = &buf[*pos..];
+    let v = read_varint(&mut cur, what)?;
+    *pos = buf.len() - cur.len();
+    Ok(v)
+}
+
+fn decode_raw_frame(buf: &[u8], pos: &mut usize) -> Result<Option<RawFrame>, DecodeError> {
+    loop {
+        let Some(&ty) = buf.get(*pos) else { return Ok(None) };
+        *pos += 1;
+        return match ty {
+            FRAME_PADDING => continue,
+            FRAME_PING => Ok(Some(RawFrame::Ping)),
+            FRAME_ACK => {
+                let (ack, ranges) = AckFrame::decode_raw(buf, pos)?;
+                Ok(Some(RawFrame::Ack(ack, ranges)))
+            }
+            FRAME_CLOSE => {
+                let code = varint_at(buf, pos, "close code")?;
+                let len = varint_at(buf, pos, "close reason length")?;
+                if len > MAX_REASON_LEN as u64 {
+                    return Err(DecodeError::Invalid("close reason length"));
+                }
+                let reason = take(buf, pos, len, "close reason")?;
+                Ok(Some(RawFrame::Close { code, reason }))
+            }
+            FRAME_DATA | FRAME_DATA_END => {
+                let offset = varint_at(buf, pos, "data offset")?;
+                let len = varint_at(buf, pos, "data length")?;
+                if offset.checked_add(len).is_none_or(|end| end > VARINT_MAX) {
+                    return Err(DecodeError::Invalid("data offset"));
+                }
+                let data = take(buf, pos, len, "data")?;
+                Ok(Some(RawFrame::Data { offset, data, message_end: ty == FRAME_DATA_END }))
+            }
+            other => Err(DecodeError::UnknownFrameType(other)),
+        };
     }
 }
 
@@ -313,37 +389,6 @@ fn decode_header(buf: &mut Bytes) -> Result<Header, DecodeError> {
     let timestamp_us = read_varint(buf, "timestamp")?;
     let echo_timestamp_us = read_varint(buf, "echo timestamp")?;
     Ok(Header { ty, dst_cid, src_cid, cookie, pn, timestamp_us, echo_timestamp_us })
-}
-
-fn decode_frame(buf: &mut Bytes) -> Result<Option<Frame>, DecodeError> {
-    loop {
-        let Some(&ty) = buf.first() else { return Ok(None) };
-        buf.advance(1);
-        return match ty {
-            FRAME_PADDING => continue,
-            FRAME_PING => Ok(Some(Frame::Ping)),
-            FRAME_ACK => Ok(Some(Frame::Ack(AckFrame::decode(buf)?))),
-            FRAME_CLOSE => {
-                let code = read_varint(buf, "close code")?;
-                let len = read_varint(buf, "close reason length")?;
-                if len > MAX_REASON_LEN as u64 {
-                    return Err(DecodeError::Invalid("close reason length"));
-                }
-                let reason = read_bytes(buf, len, "close reason")?;
-                Ok(Some(Frame::Close { code, reason }))
-            }
-            FRAME_DATA | FRAME_DATA_END => {
-                let offset = read_varint(buf, "data offset")?;
-                let len = read_varint(buf, "data length")?;
-                if offset.checked_add(len).is_none_or(|end| end > VARINT_MAX) {
-                    return Err(DecodeError::Invalid("data offset"));
-                }
-                let data = read_bytes(buf, len, "data")?;
-                Ok(Some(Frame::Data { offset, data, message_end: ty == FRAME_DATA_END }))
-            }
-            other => Err(DecodeError::UnknownFrameType(other)),
-        };
-    }
 }
 
 /// Writes a packet header into `out`.
@@ -542,9 +587,8 @@ mod tests {
         for v in [5, 0, 0, 1, 3, 10, 0] {
             write_varint(&mut out, v); // largest 5, first range 3, then gap 10
         }
-        let mut buf = Bytes::from(out);
-        buf.advance(1);
-        assert_eq!(AckFrame::decode(&mut buf), Err(DecodeError::Invalid("ACK gap")));
+        let mut pos = 1;
+        assert_eq!(AckFrame::decode_raw(&out, &mut pos).err(), Some(DecodeError::Invalid("ACK gap")));
     }
 
     fn arb_ranges() -> impl Strategy<Value = Vec<(u64, u64)>> {
