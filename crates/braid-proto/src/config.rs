@@ -44,6 +44,9 @@ pub struct TransportConfig {
     /// like Linux we default to 200 ms).
     pub min_rto: Duration,
     /// Upper bound of the backed-off retransmission timeout (RFC 6298 (2.5)).
+    /// The effective bound is also at most a quarter of `idle_timeout`, so a
+    /// sender in back-off probes often enough that its peer never mistakes
+    /// the connection for idle.
     pub max_rto: Duration,
     /// RTT assumed before the first sample (gives the RFC 6298 initial RTO).
     pub initial_rtt: Duration,
@@ -70,7 +73,7 @@ impl Default for TransportConfig {
             max_rto: Duration::from_secs(60),
             initial_rtt: Duration::from_millis(333),
             pacing: true,
-            handshake_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(30),
         }
     }
 }

@@ -29,6 +29,9 @@ use crate::wire::{self, AckFrame, Frame, Header, Packet, PacketType};
 
 /// RFC 9002 §6.1.1: packet reordering threshold.
 const PACKET_THRESHOLD: u64 = 3;
+/// Consecutive unanswered retransmission timeouts after which a silent
+/// peer with data outstanding is given up (once the idle timeout passed).
+const UNANSWERED_RTOS_BEFORE_IDLE: u32 = 6;
 /// Most SACK ranges sent in one ACK frame, and kept for received packets.
 const MAX_ACK_RANGES: usize = 32;
 /// Close code sent when a server refuses a connection.
@@ -220,7 +223,13 @@ impl Connection {
             rto_armed_at: None,
             last_ack_eliciting_sent: now,
             cc,
-            rtt: RttEstimator::new(config.initial_rtt, config.min_rto, config.max_rto),
+            // A backed-off sender must still probe several times per idle
+            // period, or its silent peer would time out a live connection.
+            rtt: RttEstimator::new(
+                config.initial_rtt,
+                config.min_rto,
+                config.max_rto.min(config.idle_timeout / 4).max(config.min_rto),
+            ),
             pacer: Pacer::new(16 * mtu),
             pacing_until: None,
             send: SendStream::new(),
@@ -396,12 +405,21 @@ impl Connection {
 
     // ----- handshake (client side) -----
 
-    pub(crate) fn on_retry(&mut self, now: Instant, cookie: Bytes) {
-        if self.state == State::Handshaking && self.cookie.is_empty() {
-            self.cookie = cookie;
-            self.initial_due = true;
-            self.last_received = now;
+    pub(crate) fn on_retry(&mut self, now: Instant, cookie: Bytes, echo_timestamp_us: u64) {
+        if self.state != State::Handshaking {
+            return;
         }
+        // The RETRY echoes our Initial's timestamp: an RTT sample, which
+        // also ends the back-off so the cookie is used well within its
+        // lifetime (a lost Initial is resent after one RTO, not after the
+        // backed-off one that the RETRY's own delay built up).
+        if echo_timestamp_us > 0 {
+            let sample = self.timestamp_us(now).saturating_sub(echo_timestamp_us);
+            self.rtt.update(Duration::from_micros(sample));
+        }
+        self.cookie = cookie;
+        self.initial_due = true;
+        self.last_received = now;
     }
 
     /// Server: a client retransmitted its Initial; our Accept was lost.
@@ -681,7 +699,7 @@ impl Connection {
             }
             State::Established => {}
         }
-        consider(Some(self.last_received + self.config.idle_timeout));
+        consider(self.idle_deadline());
         consider(self.loss_time);
         if self.loss_time.is_none() {
             consider(self.rto_armed_at.map(|a| a + self.rtt.rto()));
@@ -717,7 +735,7 @@ impl Connection {
             }
             State::Established => {}
         }
-        if now >= self.last_received + self.config.idle_timeout {
+        if self.idle_deadline().is_some_and(|d| now >= d) {
             self.close_reason = Some(CloseReason::IdleTimeout);
             self.finish(CloseReason::IdleTimeout);
             return;
@@ -839,6 +857,21 @@ impl Connection {
         }
         let app_limited = !self.send.has_data(self.peer_max_data);
         self.finish_packet(now, buf, start, ack_eliciting, ranges, app_limited)
+    }
+
+    /// When silence from the peer ends the connection.
+    ///
+    /// With nothing outstanding, after the idle timeout. With data or a
+    /// probe outstanding, silence may just be loss, so, like TCP's retry
+    /// limit, only once `UNANSWERED_RTOS_BEFORE_IDLE` retransmission
+    /// timeouts in a row went unanswered as well; and never sooner than
+    /// three RTOs (RFC 9000 §10.1 uses three probe timeouts).
+    fn idle_deadline(&self) -> Option<Instant> {
+        let outstanding = self.ack_eliciting_in_flight > 0 || self.ping_pending || !self.send.is_fully_acked();
+        if outstanding && self.rtt.backoff() < UNANSWERED_RTOS_BEFORE_IDLE {
+            return None;
+        }
+        Some(self.last_received + self.config.idle_timeout.max(self.rtt.rto() * 3))
     }
 
     fn update_flow_probe(&mut self, now: Instant) {

@@ -126,6 +126,13 @@ pub enum RecvError {
     UnknownConnection,
 }
 
+enum CookieCheck {
+    Valid,
+    Missing,
+    Expired,
+    Forged,
+}
+
 /// Bytes of a cookie: issue time (ms, 8 bytes) and a 128-bit SipHash MAC.
 const COOKIE_LEN: usize = 24;
 
@@ -247,7 +254,7 @@ impl Endpoint {
         let Some(conn) = self.connections.get_mut(&handle) else { return };
         if header.ty == PacketType::Retry {
             let cookie = header.cookie.clone();
-            conn.on_retry(now, cookie);
+            conn.on_retry(now, cookie, header.echo_timestamp_us);
         } else {
             conn.handle_packet(now, remote, packet, size);
         }
@@ -275,13 +282,23 @@ impl Endpoint {
             self.queue_refusal(remote, header.src_cid);
             return;
         }
-        if header.cookie.is_empty() {
-            self.queue_retry(now, remote, header.src_cid);
-            return;
-        }
-        if !self.cookie_valid(now, remote, header.src_cid, &header.cookie) {
-            self.stats.invalid_cookies += 1;
-            return;
+        match self.check_cookie(now, remote, header.src_cid, &header.cookie) {
+            CookieCheck::Valid => {}
+            CookieCheck::Missing => {
+                self.queue_retry(now, remote, header);
+                return;
+            }
+            CookieCheck::Expired => {
+                // Genuine but old (the client's Initial was delayed or lost
+                // many times): a fresh challenge, still without state.
+                self.stats.invalid_cookies += 1;
+                self.queue_retry(now, remote, header);
+                return;
+            }
+            CookieCheck::Forged => {
+                self.stats.invalid_cookies += 1;
+                return;
+            }
         }
         if self.connections.len() >= self.config.max_connections {
             self.stats.connections_refused += 1;
@@ -308,7 +325,8 @@ impl Endpoint {
         h.finish128().as_bytes()
     }
 
-    fn queue_retry(&mut self, now: Instant, remote: SocketAddr, client_cid: u64) {
+    fn queue_retry(&mut self, now: Instant, remote: SocketAddr, initial: &Header) {
+        let client_cid = initial.src_cid;
         let issued_ms = now.as_nanos() / 1_000_000;
         let mut cookie = Vec::with_capacity(COOKIE_LEN);
         cookie.extend_from_slice(&issued_ms.to_be_bytes());
@@ -321,28 +339,35 @@ impl Endpoint {
             cookie: Bytes::from(cookie),
             pn: 0,
             timestamp_us: 0,
-            echo_timestamp_us: 0,
+            // Lets the client take an RTT sample without us keeping state.
+            echo_timestamp_us: initial.timestamp_us,
         };
         wire::encode_header(&mut buf, &header);
         self.stats.retries_sent += 1;
         self.stateless.push_back((remote, buf));
     }
 
-    fn cookie_valid(&self, now: Instant, remote: SocketAddr, client_cid: u64, cookie: &[u8]) -> bool {
+    fn check_cookie(&self, now: Instant, remote: SocketAddr, client_cid: u64, cookie: &[u8]) -> CookieCheck {
+        if cookie.is_empty() {
+            return CookieCheck::Missing;
+        }
         if cookie.len() != COOKIE_LEN {
-            return false;
+            return CookieCheck::Forged;
         }
         let mut issued = [0u8; 8];
         issued.copy_from_slice(&cookie[..8]);
         let issued_ms = u64::from_be_bytes(issued);
+        let expected = self.cookie_mac(issued_ms, remote, client_cid);
+        // Constant-time comparison: no early exit on the first difference.
+        if expected.iter().zip(&cookie[8..]).fold(0u8, |acc, (a, b)| acc | (a ^ b)) != 0 {
+            return CookieCheck::Forged;
+        }
         let now_ms = now.as_nanos() / 1_000_000;
         let lifetime_ms = self.config.cookie_lifetime.as_millis() as u64;
         if issued_ms > now_ms || now_ms - issued_ms > lifetime_ms {
-            return false;
+            return CookieCheck::Expired;
         }
-        let expected = self.cookie_mac(issued_ms, remote, client_cid);
-        // Constant-time comparison: no early exit on the first difference.
-        expected.iter().zip(&cookie[8..]).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        CookieCheck::Valid
     }
 
     fn queue_refusal(&mut self, remote: SocketAddr, client_cid: u64) {
@@ -454,6 +479,9 @@ impl Endpoint {
             .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
             .map(|(&h, _)| h)
             .collect();
+        // Hash-map order is arbitrary: sort so runs are reproducible.
+        let mut due = due;
+        due.sort_unstable();
         for handle in due {
             if let Some(conn) = self.connections.get_mut(&handle) {
                 conn.handle_timeout(now);

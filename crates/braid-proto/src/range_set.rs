@@ -31,6 +31,19 @@ impl RangeSet {
         if range.start >= range.end {
             return 0;
         }
+        // Fast path, the common in-order case: extending the range that
+        // touches `range.start` when nothing lies after it up to `range.end`.
+        if let Some((&s, e)) = self.map.range_mut(..=range.start).next_back() {
+            if *e >= range.start && *e < range.end {
+                let next_start = self.map.range(s + 1..).next().map(|(&n, _)| n);
+                if next_start.is_none_or(|n| n > range.end) {
+                    let e = self.map.get_mut(&s).expect("range just found");
+                    let new = range.end - *e;
+                    *e = range.end;
+                    return new;
+                }
+            }
+        }
         let mut new = range.end - range.start;
         let (mut start, mut end) = (range.start, range.end);
         // A range starting at or before `start` that overlaps or touches it.

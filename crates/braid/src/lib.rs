@@ -1,1 +1,59 @@
-//! Facade (in progress).
+//! Braid: adaptive transport middleware.
+//!
+//! Applications send messages, streams and files between peers; Braid's
+//! goal is to choose and tune how each is carried. This milestone provides
+//! the foundation: a reliable, congestion-controlled message transport over
+//! UDP (`braid-proto`, sans-IO), its tokio driver (`braid-net`), a
+//! deterministic simulator (`braid-sim`) over a link model (`braid-link`),
+//! and the `braid` command.
+//!
+//! Owns: the public facade (re-exports of what applications need, so they
+//! depend on this one crate), the file-transfer application protocol
+//! ([`transfer`]), length-prefixed framing for byte streams ([`framing`]),
+//! human-readable sizes ([`size`]), simulated transfers ([`sim_transfer`])
+//! and the `braid` binary (serve, send, sim, bench, demo).
+//!
+//! Must not be depended on by any other Braid crate: this crate knows
+//! everything, the libraries below it know nothing of it.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! use braid::{Endpoint, EndpointConfig, CcAlgorithm};
+//!
+//! // Server: accept a connection and echo one message.
+//! let server = Endpoint::bind("127.0.0.1:0".parse()?)?;
+//! let addr = server.local_addr();
+//! tokio::spawn(async move {
+//!     if let Some(mut conn) = server.accept().await {
+//!         if let Ok(msg) = conn.recv_message().await {
+//!             let _ = conn.send_message(msg).await;
+//!             let _ = conn.close().await;
+//!         }
+//!     }
+//! });
+//!
+//! // Client, with NewReno instead of the default CUBIC.
+//! let mut config = EndpointConfig { accept_incoming: false, ..Default::default() };
+//! config.transport.congestion_control = CcAlgorithm::NewReno;
+//! let client = Endpoint::bind_with("127.0.0.1:0".parse()?, config)?;
+//! let mut conn = client.connect(addr).await?;
+//! conn.send_message(&b"hello"[..]).await?;
+//! assert_eq!(&conn.recv_message().await?[..], b"hello");
+//! println!("rtt {:?}", conn.stats().smoothed_rtt);
+//! # Ok(()) }
+//! ```
+
+pub mod framing;
+pub mod sim_transfer;
+pub mod size;
+pub mod transfer;
+
+pub use braid_core::Instant;
+pub use braid_link::LinkSpec;
+pub use braid_net::{Connection, ConnectionError, Endpoint, NetError};
+pub use braid_proto::{CcAlgorithm, CloseReason, ConfigError, EndpointConfig, TransportConfig};
+
+/// Counters of endpoints and connections (plain data, serializable).
+pub mod stats {
+    pub use braid_proto::{ConnectionStats, EndpointStats};
+}

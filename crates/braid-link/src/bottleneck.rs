@@ -1,0 +1,146 @@
+//! The rate limiter and the drop-tail queue in front of it.
+//!
+//! Packets are serialized back to back: a packet starts when the previous one
+//! finished (or when it arrives, if the link is idle) and takes
+//! `len × 8 / rate`. The queue holds the bytes not yet serialized, the packet
+//! being serialized counting only its unsent part.
+
+use std::collections::VecDeque;
+
+use braid_core::Instant;
+
+use crate::spec::ResolvedQueue;
+use crate::units::Rate;
+
+/// A packet accepted by the bottleneck and not yet fully serialized.
+#[derive(Debug, Clone, Copy)]
+struct InService {
+    start: Instant,
+    finish: Instant,
+    len: u64,
+}
+
+/// Serialization state of one direction.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Bottleneck {
+    /// Packets not fully serialized, in order; `start`s and `finish`es are
+    /// increasing. Bounded by the queue limit.
+    pending: VecDeque<InService>,
+    /// Sum of `len` over `pending`.
+    pending_bytes: u64,
+    /// When the last accepted packet finishes serialization.
+    busy_until: Instant,
+}
+
+impl Bottleneck {
+    /// Forget packets fully serialized by `now`.
+    fn expire(&mut self, now: Instant) {
+        while let Some(head) = self.pending.front() {
+            if head.finish > now {
+                break;
+            }
+            self.pending_bytes -= head.len;
+            self.pending.pop_front();
+        }
+    }
+
+    /// Bytes not yet serialized at `now` (after [`Self::expire`]). Exact even
+    /// after a rate change, because each packet keeps its own schedule.
+    fn backlog_after_expire(&self, now: Instant) -> u64 {
+        match self.pending.front() {
+            Some(head) if head.start < now => {
+                let span = (head.finish - head.start).as_nanos();
+                let done = (now - head.start).as_nanos();
+                let sent = u128::from(head.len) * done / span;
+                self.pending_bytes - sent as u64
+            }
+            _ => self.pending_bytes,
+        }
+    }
+
+    /// Bytes not yet serialized at `now`.
+    pub(crate) fn backlog(&mut self, now: Instant) -> u64 {
+        self.expire(now);
+        self.backlog_after_expire(now)
+    }
+
+    /// Offer a packet of `len` bytes at `now`. Returns when its last bit
+    /// leaves the bottleneck, or `None` if the queue is full (tail drop).
+    /// On success also returns the backlog including the new packet.
+    pub(crate) fn offer(
+        &mut self,
+        now: Instant,
+        len: u64,
+        rate: Rate,
+        limit: ResolvedQueue,
+    ) -> Option<(Instant, u64)> {
+        self.expire(now);
+        let backlog = self.backlog_after_expire(now);
+        let fits = match limit {
+            ResolvedQueue::Bytes(max) => backlog + len <= max,
+            ResolvedQueue::Packets(max) => (self.pending.len() as u64) < max,
+        };
+        if !fits {
+            return None;
+        }
+        let start = now.max(self.busy_until);
+        let finish = start + rate.transmit_time(len);
+        self.busy_until = finish;
+        self.pending.push_back(InService { start, finish, len });
+        self.pending_bytes += len;
+        Some((finish, backlog + len))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn serializes_back_to_back_and_tail_drops() {
+        let mut b = Bottleneck::default();
+        let rate = Rate::from_mbit(100); // 1500 B = 120 us
+        let q = ResolvedQueue::Bytes(3000);
+        let t0 = Instant::ZERO;
+        assert_eq!(
+            b.offer(t0, 1500, rate, q),
+            Some((t0 + Duration::from_micros(120), 1500))
+        );
+        assert_eq!(
+            b.offer(t0, 1500, rate, q),
+            Some((t0 + Duration::from_micros(240), 3000))
+        );
+        assert_eq!(b.offer(t0, 1, rate, q), None);
+        // Half of the first packet is out after 60 us: 750 bytes free.
+        let t = t0 + Duration::from_micros(60);
+        assert_eq!(b.backlog(t), 2250);
+        assert_eq!(b.offer(t, 751, rate, q), None);
+        assert!(b.offer(t, 750, rate, q).is_some());
+        assert_eq!(b.backlog(t0 + Duration::from_secs(1)), 0);
+    }
+
+    #[test]
+    fn packet_limit_counts_the_packet_in_service() {
+        let mut b = Bottleneck::default();
+        let rate = Rate::from_mbit(1);
+        let q = ResolvedQueue::Packets(2);
+        assert!(b.offer(Instant::ZERO, 100, rate, q).is_some());
+        assert!(b.offer(Instant::ZERO, 100, rate, q).is_some());
+        assert!(b.offer(Instant::ZERO, 100, rate, q).is_none());
+        // The first finishes after 800 us.
+        assert!(b.offer(Instant::from_micros(800), 100, rate, q).is_some());
+    }
+
+    #[test]
+    fn rate_change_keeps_existing_schedule() {
+        let mut b = Bottleneck::default();
+        let q = ResolvedQueue::Bytes(1 << 20);
+        let (f1, _) = b.offer(Instant::ZERO, 1000, Rate::from_mbit(1), q).unwrap();
+        assert_eq!(f1, Instant::from_micros(8000));
+        // Faster rate: the new packet starts after the old one finishes.
+        let (f2, _) = b.offer(Instant::ZERO, 1000, Rate::from_mbit(8), q).unwrap();
+        assert_eq!(f2, Instant::from_micros(9000));
+        assert_eq!(b.backlog(Instant::from_micros(4000)), 1500);
+    }
+}

@@ -1,0 +1,286 @@
+//! [`Connection`]: the application's handle on one established connection.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use braid_proto::{CloseReason, ConnectionHandle, ConnectionStats, RecvError, SendError};
+use bytes::Bytes;
+
+use crate::error::ConnectionError;
+use crate::shared::{Inner, Shared, Signals, Status};
+
+/// A connection to a peer: a reliable, ordered stream of messages each way.
+///
+/// Cloning is cheap; clones refer to the same connection, so one task may
+/// send while another receives. Dropping the last clone closes the
+/// connection gracefully in the background (queued messages are still
+/// delivered) and discards whatever the peer sends afterwards. See
+/// [`crate::Endpoint`] for an example.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<ConnectionRef>,
+}
+
+/// The registered application handle behind every clone of a `Connection`.
+struct ConnectionRef {
+    shared: Arc<Shared>,
+    handle: ConnectionHandle,
+    remote: SocketAddr,
+    signals: Arc<Signals>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("handle", &self.inner.handle)
+            .field("remote", &self.inner.remote)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    pub(crate) fn new(shared: Arc<Shared>, handle: ConnectionHandle, remote: SocketAddr, signals: Arc<Signals>) -> Self {
+        shared.handles.fetch_add(1, Ordering::AcqRel);
+        Connection { inner: Arc::new(ConnectionRef { shared, handle, remote, signals }) }
+    }
+
+    /// Wait for the handshake to complete.
+    pub(crate) async fn established(self) -> Result<Connection, ConnectionError> {
+        let r = &*self.inner;
+        loop {
+            let notified = r.signals.state.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let inner = r.shared.lock();
+                match inner.slots.get(&r.handle).map(|s| &s.status) {
+                    Some(Status::Established) => break,
+                    Some(Status::Connecting) if inner.exit.is_none() => {}
+                    _ => return Err(gone(&inner, r.handle)),
+                }
+            }
+            notified.await;
+        }
+        Ok(self)
+    }
+
+    /// Queue `msg` for delivery. Waits while the send buffer is full
+    /// (backpressure); returns once the message is queued, not when it is
+    /// acknowledged (see [`Connection::close`] for that).
+    pub async fn send_message(&self, msg: impl Into<Bytes>) -> Result<(), ConnectionError> {
+        let r = &*self.inner;
+        let mut msg = msg.into();
+        loop {
+            let notified = r.signals.writable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut inner = r.shared.lock();
+                if inner.exit.is_some() {
+                    return Err(gone(&inner, r.handle));
+                }
+                match inner.ep.send_message(r.handle, msg) {
+                    Ok(()) => {
+                        drop(inner);
+                        r.shared.wake.notify_one();
+                        return Ok(());
+                    }
+                    Err(SendError::Blocked(back)) => msg = back,
+                    Err(SendError::TooLarge { size, max }) => return Err(ConnectionError::TooLarge { size, max }),
+                    Err(SendError::Closed(reason)) => return Err(ConnectionError::Closed(reason)),
+                    Err(SendError::UnknownConnection) => return Err(gone(&inner, r.handle)),
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// The next message, waiting for one if needed. After the connection
+    /// closed, the messages already received are still returned, then
+    /// `Err(Closed(reason))`.
+    pub async fn recv_message(&self) -> Result<Bytes, ConnectionError> {
+        let r = &*self.inner;
+        loop {
+            let notified = r.signals.readable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let wake_driver;
+            {
+                let mut guard = r.shared.lock();
+                let inner = &mut *guard;
+                let Some(slot) = inner.slots.get_mut(&r.handle) else {
+                    return Err(gone(inner, r.handle));
+                };
+                if slot.close_reason().is_some() {
+                    // The endpoint forgets the connection, and its counters,
+                    // once the end is read.
+                    slot.final_stats = inner.ep.connection_stats(r.handle).or(slot.final_stats);
+                }
+                match inner.ep.recv_message(r.handle) {
+                    Ok(Some(msg)) => {
+                        // Wake the driver now and then so that it announces
+                        // the receive window the application freed.
+                        slot.unannounced_read += msg.len() as u64;
+                        let wake = slot.unannounced_read >= r.shared.read_wake_bytes;
+                        if wake {
+                            slot.unannounced_read = 0;
+                        }
+                        drop(guard);
+                        if wake {
+                            r.shared.wake.notify_one();
+                        }
+                        return Ok(msg);
+                    }
+                    Ok(None) => {
+                        if inner.exit.is_some() {
+                            return Err(gone(inner, r.handle));
+                        }
+                        // Everything received is consumed: a peer blocked by
+                        // flow control must hear about it before we wait.
+                        wake_driver = slot.unannounced_read > 0;
+                        slot.unannounced_read = 0;
+                    }
+                    Err(RecvError::Closed(reason)) => {
+                        slot.status = Status::Closed(reason.clone());
+                        return Err(ConnectionError::Closed(reason));
+                    }
+                    Err(RecvError::UnknownConnection) => return Err(gone(inner, r.handle)),
+                }
+            }
+            if wake_driver {
+                r.shared.wake.notify_one();
+            }
+            notified.await;
+        }
+    }
+
+    /// Close gracefully: returns once everything sent was acknowledged and
+    /// the connection closed. Messages received before the close can still
+    /// be read. `Err(Closed(reason))` if the connection had already ended
+    /// otherwise (peer close, timeout) before everything was delivered.
+    pub async fn close(&self) -> Result<(), ConnectionError> {
+        let r = &*self.inner;
+        {
+            let mut inner = r.shared.lock();
+            let now = r.shared.clock.now();
+            inner.close_connection(now, r.handle);
+        }
+        r.shared.wake.notify_one();
+        loop {
+            let notified = r.signals.state.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let inner = r.shared.lock();
+                match inner.slots.get(&r.handle) {
+                    Some(slot) => match &slot.status {
+                        Status::Closed(CloseReason::Local) => return Ok(()),
+                        Status::Closed(_) if slot.flushed => return Ok(()),
+                        Status::Closed(reason) => return Err(ConnectionError::Closed(reason.clone())),
+                        _ if inner.exit.is_some() => return Err(gone(&inner, r.handle)),
+                        _ => {}
+                    },
+                    None => return Err(gone(&inner, r.handle)),
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Wait until the connection is closed, for whatever reason (messages
+    /// may still be readable).
+    pub async fn closed(&self) -> CloseReason {
+        let r = &*self.inner;
+        loop {
+            let notified = r.signals.state.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let inner = r.shared.lock();
+                match inner.slots.get(&r.handle).and_then(|s| s.close_reason()) {
+                    Some(reason) => return reason.clone(),
+                    // The endpoint stopped under it: from the application's
+                    // point of view it was closed locally.
+                    None if inner.exit.is_some() => return CloseReason::Local,
+                    None => {}
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// The connection's counters (the last values once it is forgotten).
+    pub fn stats(&self) -> ConnectionStats {
+        let r = &*self.inner;
+        let inner = r.shared.lock();
+        inner
+            .ep
+            .connection_stats(r.handle)
+            .or_else(|| inner.slots.get(&r.handle).and_then(|s| s.final_stats))
+            .unwrap_or_default()
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.inner.remote
+    }
+
+    /// The endpoint's handle of this connection (unique within the
+    /// endpoint, for logs).
+    pub fn handle(&self) -> ConnectionHandle {
+        self.inner.handle
+    }
+
+    /// Set a parameter of the live congestion controller (names depend on
+    /// the algorithm; an unknown name lists the known ones in the error).
+    pub fn set_congestion_parameter(&self, name: &str, value: f64) -> Result<(), ConnectionError> {
+        let r = &*self.inner;
+        let mut inner = r.shared.lock();
+        match inner.ep.congestion_controller(r.handle) {
+            Some(cc) => Ok(cc.set_parameter(name, value)?),
+            None => Err(gone(&inner, r.handle)),
+        }
+    }
+
+    /// The congestion controller's name and current parameters.
+    pub fn congestion_parameters(&self) -> Result<(&'static str, Vec<(&'static str, f64)>), ConnectionError> {
+        let r = &*self.inner;
+        let mut inner = r.shared.lock();
+        match inner.ep.congestion_controller(r.handle) {
+            Some(cc) => Ok((cc.name(), cc.parameters())),
+            None => Err(gone(&inner, r.handle)),
+        }
+    }
+}
+
+/// The error for a connection the endpoint no longer serves.
+fn gone(inner: &Inner, h: ConnectionHandle) -> ConnectionError {
+    if let Some(reason) = inner.slots.get(&h).and_then(|s| s.close_reason()) {
+        return ConnectionError::Closed(reason.clone());
+    }
+    match &inner.exit {
+        Some(exit) => exit.to_error(),
+        None => ConnectionError::EndpointClosed,
+    }
+}
+
+impl Drop for ConnectionRef {
+    fn drop(&mut self) {
+        {
+            let mut guard = self.shared.lock();
+            let inner = &mut *guard;
+            if let Some(slot) = inner.slots.get_mut(&self.handle) {
+                slot.detached = true;
+                if slot.close_reason().is_some() {
+                    inner.forget(self.handle);
+                } else {
+                    let now = self.shared.clock.now();
+                    inner.close_connection(now, self.handle);
+                }
+            }
+        }
+        self.shared.handles.fetch_sub(1, Ordering::AcqRel);
+        self.shared.wake.notify_one();
+    }
+}

@@ -1,0 +1,188 @@
+//! The UDP socket: creation with large kernel buffers, batched receive
+//! (`recvmmsg` + GRO) and segmented send (GSO), through quinn-udp.
+
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+
+use bytes::{Bytes, BytesMut};
+use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState, BATCH_SIZE};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::Interest;
+
+use crate::error::NetError;
+
+/// Kernel buffer sizes tried in turn. Linux silently caps a request at
+/// `net.core.{r,w}mem_max`; other systems refuse too large a value, hence
+/// the fallbacks.
+const SOCKET_BUFFER_SIZES: [usize; 4] = [8 << 20, 4 << 20, 2 << 20, 1 << 20];
+
+/// Largest UDP payload of one send on Linux (65,535 less the IPv4 and UDP
+/// headers). A GSO send above it fails with EMSGSIZE, which quinn-udp
+/// swallows, so batches are capped below it.
+pub(crate) const MAX_SEND_BYTES: usize = 65_507;
+
+/// One receive slot: a GRO-coalesced batch (or a single datagram) is at most
+/// 64 KiB.
+const SLOT_SIZE: usize = 64 * 1024;
+
+/// A bound, non-blocking UDP socket registered with tokio, and quinn-udp's
+/// view of its offload capabilities.
+#[derive(Debug)]
+pub(crate) struct UdpSocket {
+    io: tokio::net::UdpSocket,
+    state: UdpSocketState,
+}
+
+impl UdpSocket {
+    /// Create and bind a socket, asking for large kernel buffers. Must run
+    /// inside a tokio runtime (the caller checks).
+    pub(crate) fn bind(addr: SocketAddr) -> Result<UdpSocket, NetError> {
+        let socket_err = |source| NetError::Socket { addr, source };
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(socket_err)?;
+        socket.set_nonblocking(true).map_err(socket_err)?;
+        // Ask for big buffers before binding so that a burst arriving early
+        // is not dropped. Failure only costs performance.
+        set_largest(|n| socket.set_recv_buffer_size(n));
+        set_largest(|n| socket.set_send_buffer_size(n));
+        socket.bind(&addr.into()).map_err(|source| NetError::Bind { addr, source })?;
+        let std_socket: std::net::UdpSocket = socket.into();
+        let state = UdpSocketState::new(UdpSockRef::from(&std_socket)).map_err(socket_err)?;
+        let io = tokio::net::UdpSocket::from_std(std_socket).map_err(socket_err)?;
+        tracing::debug!(
+            %addr,
+            recv_buffer = ?state.recv_buffer_size(UdpSockRef::from(&io)).ok(),
+            send_buffer = ?state.send_buffer_size(UdpSockRef::from(&io)).ok(),
+            gso_segments = state.max_gso_segments(),
+            gro_segments = state.gro_segments(),
+            "UDP socket bound"
+        );
+        Ok(UdpSocket { io, state })
+    }
+
+    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.local_addr()
+    }
+
+    /// Datagrams of `segment_size` bytes that one send may carry.
+    pub(crate) fn max_segments(&self, segment_size: usize) -> usize {
+        self.state.max_gso_segments().min(MAX_SEND_BYTES / segment_size.max(1)).max(1)
+    }
+
+    /// Wait until the socket may have datagrams to read.
+    pub(crate) async fn readable(&self) -> io::Result<()> {
+        self.io.readable().await
+    }
+
+    /// Wait until the socket may accept a send.
+    pub(crate) async fn writable(&self) -> io::Result<()> {
+        self.io.writable().await
+    }
+
+    /// Send `buf[sent..]`, `size` bytes of datagrams of `segment_size` (or one
+    /// datagram when `None`) to `dest`, in as few GSO sends as allowed.
+    /// Advances `sent`; returns `WouldBlock` when the socket is full (call
+    /// again once writable). Other errors are logged and the rest of the
+    /// batch is dropped: UDP is lossy, the protocol retransmits.
+    pub(crate) fn send(
+        &self,
+        dest: SocketAddr,
+        buf: &[u8],
+        segment_size: Option<usize>,
+        sent: &mut usize,
+        errors: &mut u64,
+    ) -> io::Result<()> {
+        while *sent < buf.len() {
+            let rest = &buf[*sent..];
+            let (chunk, segment_size) = match segment_size {
+                Some(s) if rest.len() > s => {
+                    let n = (self.max_segments(s) * s).min(rest.len());
+                    // One segment needs no GSO control message.
+                    (n, if n > s { Some(s) } else { None })
+                }
+                _ => (rest.len(), None),
+            };
+            let transmit = quinn_udp::Transmit {
+                destination: dest,
+                ecn: None,
+                contents: &rest[..chunk],
+                segment_size,
+                src_ip: None,
+            };
+            let result = self
+                .io
+                .try_io(Interest::WRITABLE, || self.state.try_send(UdpSockRef::from(&self.io), &transmit));
+            match result {
+                Ok(()) => *sent += chunk,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(e),
+                Err(e) => {
+                    *errors += 1;
+                    // Rate-limit the log: a dead route fails every send.
+                    if errors.is_power_of_two() {
+                        tracing::warn!(%dest, bytes = chunk, error = %e, total_errors = *errors, "UDP send failed");
+                    }
+                    *sent = buf.len();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn set_largest(mut set: impl FnMut(usize) -> io::Result<()>) {
+    for size in SOCKET_BUFFER_SIZES {
+        match set(size) {
+            Ok(()) => return,
+            Err(e) => tracing::debug!(size, error = %e, "socket buffer size refused"),
+        }
+    }
+}
+
+/// Receive side: a reusable landing buffer for one `recvmmsg` (each slot
+/// may receive a GRO batch of several datagrams).
+pub(crate) struct Receiver {
+    buf: Box<[u8]>,
+    metas: [RecvMeta; BATCH_SIZE],
+}
+
+impl Receiver {
+    pub(crate) fn new() -> Receiver {
+        Receiver { buf: vec![0; SLOT_SIZE * BATCH_SIZE].into_boxed_slice(), metas: [RecvMeta::default(); BATCH_SIZE] }
+    }
+
+    /// One non-blocking receive call. Appends each datagram to `out` as a
+    /// slice of one fresh buffer per call (one allocation and copy per
+    /// batch, not per datagram), split at the GRO stride. Returns how many
+    /// datagrams were appended; `WouldBlock` when there is nothing to read.
+    pub(crate) fn recv(&mut self, socket: &UdpSocket, out: &mut Vec<(SocketAddr, Bytes)>) -> io::Result<usize> {
+        let metas = &mut self.metas;
+        let mut slots = self.buf.chunks_mut(SLOT_SIZE);
+        let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
+            std::array::from_fn(|_| IoSliceMut::new(slots.next().expect("buffer holds BATCH_SIZE slots")));
+        let n = socket
+            .io
+            .try_io(Interest::READABLE, || socket.state.recv(UdpSockRef::from(&socket.io), &mut iovs, metas))?;
+        let metas = &self.metas[..n];
+        let total: usize = metas.iter().map(|m| m.len).sum();
+        let mut data = BytesMut::with_capacity(total);
+        for (meta, iov) in metas.iter().zip(iovs.iter()) {
+            data.extend_from_slice(&iov[..meta.len]);
+        }
+        let data = data.freeze();
+        let before = out.len();
+        let mut offset = 0;
+        for meta in metas {
+            let end = offset + meta.len;
+            let stride = if meta.stride == 0 { meta.len } else { meta.stride };
+            if meta.len == 0 {
+                // Still handed over, so the endpoint counts it as malformed.
+                out.push((meta.addr, Bytes::new()));
+            }
+            while offset < end {
+                let next = (offset + stride).min(end);
+                out.push((meta.addr, data.slice(offset..next)));
+                offset = next;
+            }
+        }
+        Ok(out.len() - before)
+    }
+}

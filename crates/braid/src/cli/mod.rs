@@ -1,0 +1,216 @@
+//! Command-line interface of the `braid` binary: argument definitions,
+//! value parsers whose errors name the allowed form, and dispatch.
+
+mod bench;
+mod demo;
+mod progress;
+mod send;
+mod serve;
+mod sim;
+mod table;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use braid::size::ByteSize;
+use braid::{CcAlgorithm, EndpointConfig, LinkSpec};
+use clap::{Args, Parser, Subcommand};
+
+/// Exit status when a transfer completed but failed verification, or a
+/// simulated transfer did not finish correctly (1 is any other error, 2 a
+/// usage error).
+pub const EXIT_FAILED_CHECK: u8 = 3;
+
+/// Braid: adaptive transport middleware.
+#[derive(Debug, Parser)]
+#[command(name = "braid", version)]
+#[command(after_help = "Logging: set RUST_LOG (e.g. RUST_LOG=braid_net=debug). Progress bars go to stderr \
+                        and are hidden when it is not a terminal or with --json.")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Receive files (and generated test data) from `braid send`, verifying each end to end.
+    Serve(serve::ServeArgs),
+    /// Send a file, or generated data, to a `braid serve`.
+    Send(send::SendArgs),
+    /// Run experiments in the deterministic simulator.
+    #[command(subcommand)]
+    Sim(SimCommand),
+    /// Compare Braid with kernel TCP and QUIC (quinn) on loopback.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Transfer 1 GiB over Braid and over kernel TCP on loopback and compare.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum SimCommand {
+    /// Bulk transfer over a simulated link, in virtual time.
+    Transfer(sim::SimTransferArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Bulk throughput (or, with --messages, message rate), Braid vs TCP vs quinn.
+    Stream(bench::StreamArgs),
+}
+
+/// Options shared by the commands that open Braid connections.
+#[derive(Debug, Clone, Args)]
+pub struct TransportArgs {
+    /// Congestion control: newreno or cubic.
+    #[arg(long, value_name = "ALGO", default_value = "cubic", value_parser = parse_cc)]
+    pub cc: CcAlgorithm,
+    /// Largest UDP payload Braid sends, in bytes (1200..=65527).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(1200..=65527))]
+    pub mtu: Option<u16>,
+}
+
+impl TransportArgs {
+    /// An endpoint configuration with these options applied.
+    pub fn endpoint_config(&self, accept_incoming: bool) -> EndpointConfig {
+        let mut cfg = EndpointConfig { accept_incoming, ..Default::default() };
+        cfg.transport.congestion_control = self.cc;
+        if let Some(mtu) = self.mtu {
+            cfg.transport.max_datagram_size = mtu;
+        }
+        cfg
+    }
+}
+
+/// `--bytes`-style sizes.
+pub fn parse_size(s: &str) -> Result<ByteSize, String> {
+    s.parse::<ByteSize>().map_err(|e| e.to_string())
+}
+
+/// `--link` specs; the error names the offending field.
+pub fn parse_link(s: &str) -> Result<LinkSpec, String> {
+    s.parse::<LinkSpec>().map_err(|e| e.to_string())
+}
+
+/// `--cc` names.
+pub fn parse_cc(s: &str) -> Result<CcAlgorithm, String> {
+    s.parse::<CcAlgorithm>().map_err(|e| e.to_string())
+}
+
+/// Durations in seconds, possibly fractional (`--timeout 2.5`).
+pub fn parse_secs(s: &str) -> Result<Duration, String> {
+    let expected = "expected a positive number of seconds, e.g. 30 or 2.5";
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+        _ => Err(format!("invalid duration `{s}`: {expected}")),
+    }
+}
+
+/// A wildcard address of the same family as `peer`, to bind a client to.
+pub fn unspecified_for(peer: SocketAddr) -> SocketAddr {
+    match peer {
+        SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    }
+}
+
+/// Gigabits per second.
+pub fn gbps(bytes: u64, elapsed: Duration) -> f64 {
+    bytes as f64 * 8.0 / elapsed.as_secs_f64().max(1e-9) / 1e9
+}
+
+/// Print one line to stdout and flush it (scripts read it line by line).
+pub fn emit(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Where received files go, checked up front so a typo fails fast.
+pub fn check_out_dir(dir: &Option<PathBuf>) -> anyhow::Result<()> {
+    if let Some(d) = dir {
+        anyhow::ensure!(d.is_dir(), "--out {}: not an existing directory", d.display());
+    }
+    Ok(())
+}
+
+/// Parse arguments, run the command, map the outcome to an exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(a) => serve::run(a).await,
+            Command::Send(a) => send::run(a).await,
+            Command::Sim(SimCommand::Transfer(a)) => sim::run(a).await,
+            Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
+            Command::Demo(a) => demo::run(a).await,
+        }
+    });
+    // Background tasks (drivers of endpoints still open) must not keep the
+    // process alive once the command is done.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::CheckFailed) => ExitCode::from(EXIT_FAILED_CHECK),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// How a command that ran to the end went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything verified.
+    Success,
+    /// It ran, but a verification failed (digest mismatch, sim not ok).
+    CheckFailed,
+}
+
+impl Outcome {
+    /// `Success` if `ok`.
+    pub fn from_ok(ok: bool) -> Outcome {
+        if ok {
+            Outcome::Success
+        } else {
+            Outcome::CheckFailed
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parsers_name_the_allowed_form() {
+        assert!(parse_size("12 parsecs").unwrap_err().contains("expected a whole number of bytes"));
+        assert!(parse_cc("bbr").unwrap_err().contains("newreno"));
+        assert!(parse_secs("-1").unwrap_err().contains("positive number of seconds"));
+        assert_eq!(parse_secs("2.5"), Ok(Duration::from_millis(2500)));
+    }
+}

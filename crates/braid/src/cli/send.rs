@@ -1,0 +1,124 @@
+//! `braid send`: send a file or generated data to `braid serve` and report
+//! whether the receiver got exactly those bytes.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use braid::size::ByteSize;
+use braid::transfer::{self, Source};
+use braid::Endpoint;
+use clap::Args;
+use serde::Serialize;
+
+use super::{emit, gbps, parse_secs, parse_size, progress, unspecified_for, Outcome, TransportArgs};
+
+/// Seed of `--bytes` data: fixed, so a run can be repeated byte for byte.
+const GENERATED_SEED: u64 = u64::from_be_bytes(*b"\0\0\0braid");
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["file", "bytes"])))]
+pub struct SendArgs {
+    /// Address of the `braid serve` to send to, e.g. 127.0.0.1:4433.
+    #[arg(long, value_name = "ADDR")]
+    to: SocketAddr,
+    /// File to send.
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Send this many bytes of generated data instead of a file (e.g. 4096, 100MB, 1GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    bytes: Option<ByteSize>,
+    /// Name the receiver should save the file under (default: the file's name).
+    #[arg(long, value_name = "NAME", requires = "file")]
+    name: Option<String>,
+    /// Give up after this many seconds (default: no limit beyond the transport's idle timeout).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    timeout: Option<Duration>,
+    /// Print the summary as JSON (no progress bar).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    transport: TransportArgs,
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    to: SocketAddr,
+    name: Option<String>,
+    bytes: u64,
+    secs: f64,
+    gbps: f64,
+    ok: bool,
+    sha256: String,
+    error: Option<String>,
+    retransmitted_bytes: u64,
+    packets_lost: u64,
+    rtt_us: u64,
+}
+
+pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
+    let (source, name) = match (&args.file, args.bytes) {
+        (Some(path), _) => {
+            let source = Source::file(path).await?;
+            let name = args.name.clone().or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()));
+            (source, name)
+        }
+        (None, Some(n)) => (Source::generated(n.0, GENERATED_SEED), None),
+        (None, None) => anyhow::bail!("give a FILE or --bytes SIZE"),
+    };
+    let size = source.size();
+    let endpoint = Endpoint::bind_with(unspecified_for(args.to), args.transport.endpoint_config(false))
+        .context("cannot open a UDP socket")?;
+    let bar = progress::bytes_bar(size, "sending", args.json);
+    bar.set_message(name.clone().unwrap_or_else(|| "generated data".into()));
+    let work = async {
+        let start = Instant::now();
+        let mut conn = endpoint.connect(args.to).await.with_context(|| format!("--to {}: cannot connect", args.to))?;
+        let report = transfer::send(&mut conn, name.clone(), source, &mut |sent| bar.set_position(sent)).await?;
+        let elapsed = start.elapsed();
+        let stats = conn.stats();
+        // The verdict is in; a failing close changes nothing about it.
+        let _ = tokio::time::timeout(Duration::from_secs(10), conn.close()).await;
+        anyhow::Ok((report, elapsed, stats))
+    };
+    let outcome = match args.timeout {
+        Some(t) => tokio::time::timeout(t, work)
+            .await
+            .map_err(|_| anyhow::anyhow!("--timeout: transfer not finished after {:.1} s", t.as_secs_f64()))?,
+        None => work.await,
+    };
+    bar.finish_and_clear();
+    let (report, elapsed, stats) = outcome?;
+    endpoint.close();
+    let summary = Summary {
+        to: args.to,
+        name,
+        bytes: report.bytes,
+        secs: elapsed.as_secs_f64(),
+        gbps: gbps(report.bytes, elapsed),
+        ok: report.ok(),
+        sha256: report.sha256.clone(),
+        error: report.verdict.error.clone(),
+        retransmitted_bytes: stats.retransmitted_bytes,
+        packets_lost: stats.packets_lost,
+        rtt_us: stats.smoothed_rtt.as_micros() as u64,
+    };
+    if args.json {
+        emit(&serde_json::to_string(&summary)?);
+    } else {
+        emit(&format!(
+            "sent {} to {}: {} bytes in {:.3} s, {:.3} Gbit/s, sha256 {}{} (rtt {} us, {} packets lost)",
+            summary.name.as_deref().map(|n| format!("`{n}`")).unwrap_or_else(|| "generated data".into()),
+            summary.to,
+            summary.bytes,
+            summary.secs,
+            summary.gbps,
+            if summary.ok { "ok" } else { "FAILED" },
+            summary.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default(),
+            summary.rtt_us,
+            summary.packets_lost,
+        ));
+    }
+    Ok(Outcome::from_ok(summary.ok))
+}
