@@ -3,6 +3,7 @@
 
 mod bench;
 mod demo;
+mod progmp;
 mod progress;
 mod send;
 mod serve;
@@ -47,6 +48,9 @@ enum Command {
     Bench(BenchCommand),
     /// Transfer 1 GiB over Braid and over kernel TCP on loopback and compare.
     Demo(demo::DemoArgs),
+    /// ProgMP multipath scheduler programs: check one, list the shipped ones.
+    #[command(subcommand)]
+    Progmp(progmp::ProgmpCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -155,6 +159,7 @@ pub fn main() -> ExitCode {
             Command::Sim(SimCommand::Transfer(a)) => sim::run(a).await,
             Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
             Command::Demo(a) => demo::run(a).await,
+            Command::Progmp(c) => progmp::run(c),
         }
     });
     // Background tasks (drivers of endpoints still open) must not keep the
