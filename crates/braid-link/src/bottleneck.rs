@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use braid_core::Instant;
 
 use crate::spec::ResolvedQueue;
+use crate::trace::RateTrace;
 use crate::units::Rate;
 
 /// A packet accepted by the bottleneck and not yet fully serialized.
@@ -30,6 +31,11 @@ pub(crate) struct Bottleneck {
     pending_bytes: u64,
     /// When the last accepted packet finishes serialization.
     busy_until: Instant,
+    /// With a rate trace: the opportunity (its number) that carried the
+    /// last byte of the last accepted packet, and the bytes it has left.
+    /// `None` after a packet went through a fixed rate or the trace was
+    /// (re)started.
+    trace_cursor: Option<(u64, u64)>,
 }
 
 impl Bottleneck {
@@ -86,6 +92,67 @@ impl Bottleneck {
         let start = now.max(self.busy_until);
         let finish = start + rate.transmit_time(len);
         self.busy_until = finish;
+        self.trace_cursor = None;
+        self.pending.push_back(InService { start, finish, len });
+        self.pending_bytes += len;
+        Some((finish, backlog + len))
+    }
+}
+
+impl Bottleneck {
+    /// Forget where a trace was: the next packet served by a trace starts
+    /// at its first opportunity after the backlog.
+    pub(crate) fn restart_trace(&mut self) {
+        self.trace_cursor = None;
+    }
+
+    /// Like [`offer`](Self::offer), but served by the delivery
+    /// opportunities of `trace` started at `origin` (Mahimahi's model: a
+    /// packet uses what the previous one left of an opportunity that has
+    /// not passed yet, spans several opportunities if large, and an
+    /// opportunity that passes with nothing queued is lost).
+    pub(crate) fn offer_trace(
+        &mut self,
+        now: Instant,
+        len: u64,
+        trace: &RateTrace,
+        origin: Instant,
+        limit: ResolvedQueue,
+    ) -> Option<(Instant, u64)> {
+        self.expire(now);
+        let backlog = self.backlog_after_expire(now);
+        let fits = match limit {
+            ResolvedQueue::Bytes(max) => backlog + len <= max,
+            ResolvedQueue::Packets(max) => (self.pending.len() as u64) < max,
+        };
+        if !fits {
+            return None;
+        }
+        let per = RateTrace::BYTES_PER_OPPORTUNITY;
+        let (mut k, mut budget) = match self.trace_cursor {
+            Some((k, left)) if trace.time(origin, k) >= now => {
+                if left > 0 {
+                    (k, left)
+                } else {
+                    (k + 1, per)
+                }
+            }
+            _ => (
+                trace.first_at_or_after(origin, now.max(self.busy_until)),
+                per,
+            ),
+        };
+        let start = trace.time(origin, k);
+        let mut need = len;
+        while need > budget {
+            need -= budget;
+            k += 1;
+            budget = per;
+        }
+        budget -= need;
+        let finish = trace.time(origin, k);
+        self.trace_cursor = Some((k, budget));
+        self.busy_until = self.busy_until.max(finish);
         self.pending.push_back(InService { start, finish, len });
         self.pending_bytes += len;
         Some((finish, backlog + len))
@@ -130,6 +197,36 @@ mod tests {
         assert!(b.offer(Instant::ZERO, 100, rate, q).is_none());
         // The first finishes after 800 us.
         assert!(b.offer(Instant::from_micros(800), 100, rate, q).is_some());
+    }
+
+    #[test]
+    fn trace_opportunities_carry_1500_bytes_and_are_lost_when_idle() {
+        let mut b = Bottleneck::default();
+        let t = RateTrace::parse("t", "1\n2\n3\n4\n").unwrap();
+        let q = ResolvedQueue::Bytes(1 << 20);
+        let o = Instant::ZERO;
+        let ms = |x: u64| Instant::from_micros(x * 1000);
+        // Two 750-byte packets share the opportunity at 1 ms.
+        assert_eq!(b.offer_trace(o, 750, &t, o, q).unwrap().0, ms(1));
+        assert_eq!(b.offer_trace(o, 750, &t, o, q).unwrap().0, ms(1));
+        // The next one waits for 2 ms; a 3000-byte packet uses the rest of
+        // 2 ms, all of 3 ms and some of 4 ms.
+        assert_eq!(b.offer_trace(o, 100, &t, o, q).unwrap().0, ms(2));
+        assert_eq!(b.offer_trace(o, 3000, &t, o, q).unwrap().0, ms(4));
+        // Idle until 6.5 ms: the opportunities at 5 and 6 ms are lost (the
+        // trace repeats every 4 ms: 5, 6, 7, 8, ...).
+        assert_eq!(
+            b.offer_trace(
+                ms(6) + std::time::Duration::from_micros(500),
+                1500,
+                &t,
+                o,
+                q
+            )
+            .unwrap()
+            .0,
+            ms(7)
+        );
     }
 
     #[test]

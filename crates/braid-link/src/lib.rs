@@ -28,6 +28,11 @@
 //! | `reorder_delay` | extra delay of a reordered packet; default max(1 ms, 25% of `delay`) | `reorder_delay=5ms` |
 //! | `dup` | probability a packet is delivered twice | `dup=0.5%` |
 //! | `mtu` | larger packets (headers included) are dropped | `mtu=1500` |
+//! | `trace` | Mahimahi delivery-opportunity trace instead of `rate` (see [`RateTrace`]) | `trace=lte.down` |
+//!
+//! Prefix an item with `a2b:` or `b2a:` to set it for one direction only
+//! (`rtt=40ms,b2a:rate=5mbit`), and append changes over time after `;`
+//! (`rtt=20ms;at=10s:rtt=100ms;at=20s:rtt=20ms`): see [`LinkSpec`].
 //!
 //! Durations take ns, us, ms or s, with decimals (`0.5ms`). Probabilities
 //! and ratios are exact to 10⁻⁹, durations to 1 ns, rates to 1 bit/s.
@@ -50,10 +55,13 @@ mod bottleneck;
 mod link;
 mod loss;
 mod spec;
+mod trace;
 mod units;
 
 pub use link::{DropReason, Link, LinkStats, Verdict};
 pub use spec::{
-    Direction, GilbertElliott, LinkParams, LinkSpec, QueueLimit, ResolvedQueue, SpecError, KEYS,
+    Change, Direction, GilbertElliott, LinkParams, LinkSpec, QueueLimit, ResolvedQueue, SpecError,
+    KEYS,
 };
+pub use trace::{RateTrace, TraceError};
 pub use units::{Probability, Rate, Ratio};

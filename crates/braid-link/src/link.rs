@@ -16,7 +16,7 @@ use braid_core::{Instant, Rng, RngExt, SeedableRng};
 
 use crate::bottleneck::Bottleneck;
 use crate::loss::BurstState;
-use crate::spec::{LinkParams, ResolvedQueue};
+use crate::spec::{Change, LinkParams, ResolvedQueue};
 
 /// Why a packet was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -59,7 +59,7 @@ pub enum Verdict {
 }
 
 /// Counters of one link.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LinkStats {
     /// Packets offered.
     pub offered: u64,
@@ -134,11 +134,26 @@ pub struct Link {
     /// arrive no earlier, so jitter never reorders.
     last_arrival: Instant,
     stats: LinkStats,
+    /// Changes still to come, relative to `schedule_origin`
+    /// (`params.schedule` is moved here; `params` holds what is in force).
+    schedule: Vec<Change>,
+    /// The next entry of `schedule` to apply.
+    next_change: usize,
+    /// When the current schedule started (creation or the last `set_params`).
+    schedule_origin: Instant,
+    /// When the parameters in force took effect: where a rate trace starts.
+    since: Instant,
+    /// Latest time passed to `offer` (taken as "now" by `set_params`).
+    last_now: Instant,
 }
 
 impl Link {
     /// A link with `params`, its randomness drawn from `seed`.
-    pub fn new(params: LinkParams, seed: u64) -> Link {
+    ///
+    /// A schedule in `params` counts from [`Instant::ZERO`], the epoch of
+    /// the caller's clock (the start of a simulation or of an emulator).
+    pub fn new(mut params: LinkParams, seed: u64) -> Link {
+        let schedule = std::mem::take(&mut params.schedule);
         Link {
             queue: params.effective_queue(),
             params,
@@ -147,18 +162,81 @@ impl Link {
             burst: BurstState::default(),
             last_arrival: Instant::ZERO,
             stats: LinkStats::default(),
+            schedule,
+            next_change: 0,
+            schedule_origin: Instant::ZERO,
+            since: Instant::ZERO,
+            last_now: Instant::ZERO,
         }
     }
 
     /// Change the parameters. Packets offered from now on see the new ones;
     /// packets already scheduled keep their times, and none is dropped by
-    /// the change. Arrivals stay in order across a delay decrease.
+    /// the change. Arrivals stay in order across a delay decrease. "Now" is
+    /// the latest time passed to [`offer`](Self::offer); a schedule in
+    /// `params` replaces the old one and counts from then, and a rate
+    /// trace starts over then. Use [`set_params_at`](Self::set_params_at)
+    /// when the time is known.
     pub fn set_params(&mut self, params: LinkParams) {
-        self.queue = params.effective_queue();
-        self.params = params;
+        self.set_params_at(self.last_now, params);
     }
 
-    /// The parameters in force.
+    /// [`set_params`](Self::set_params) at a known time `now` (not before
+    /// earlier offers): a schedule in `params` counts from `now`, and a
+    /// rate trace starts at `now`.
+    ///
+    /// ```
+    /// use braid_link::{Direction, Link, LinkSpec, Verdict};
+    /// use braid_core::Instant;
+    /// use std::time::Duration;
+    ///
+    /// let mut link = Link::new("rtt=20ms".parse::<LinkSpec>().unwrap().params(Direction::AToB), 1);
+    /// let t = Instant::from_micros(5_000);
+    /// // From t: 50 ms one way, then back to 10 ms one second later.
+    /// let spec: LinkSpec = "rtt=100ms;at=1s:rtt=20ms".parse().unwrap();
+    /// link.set_params_at(t, spec.params(Direction::AToB));
+    /// let at = |v| match v { Verdict::Deliver { at, .. } => at, _ => unreachable!() };
+    /// assert_eq!(at(link.offer(t, 100)), t + Duration::from_millis(50));
+    /// let later = t + Duration::from_secs(2);
+    /// assert_eq!(at(link.offer(later, 100)), later + Duration::from_millis(10));
+    /// ```
+    pub fn set_params_at(&mut self, now: Instant, mut params: LinkParams) {
+        let now = now.max(self.last_now);
+        self.schedule = std::mem::take(&mut params.schedule);
+        self.next_change = 0;
+        self.schedule_origin = now;
+        self.install(now, params);
+    }
+
+    /// Put `params` in force from `since` on.
+    fn install(&mut self, since: Instant, params: LinkParams) {
+        self.queue = params.effective_queue();
+        self.params = params;
+        self.since = since;
+        self.bottleneck.restart_trace();
+    }
+
+    /// Apply the scheduled changes due by `now`, each from its own time.
+    fn apply_schedule(&mut self, now: Instant) {
+        while let Some(change) = self.schedule.get(self.next_change) {
+            let due = self.schedule_origin + change.at;
+            if due > now {
+                break;
+            }
+            let params = change.params.clone();
+            self.next_change += 1;
+            self.install(due, params);
+        }
+    }
+
+    /// The parameters in force (after the scheduled changes applied so
+    /// far; their own `schedule` is empty).
+    ///
+    /// ```
+    /// # use braid_link::{Direction, Link, LinkSpec};
+    /// let link = Link::new("rtt=20ms;at=5s:rtt=40ms".parse::<LinkSpec>().unwrap().params(Direction::AToB), 1);
+    /// assert_eq!(link.params().base_rtt(), std::time::Duration::from_millis(20));
+    /// ```
     pub fn params(&self) -> &LinkParams {
         &self.params
     }
@@ -176,6 +254,10 @@ impl Link {
     /// Offer a packet of `len` bytes (headers included) at `now` and learn
     /// its fate.
     pub fn offer(&mut self, now: Instant, len: usize) -> Verdict {
+        self.last_now = self.last_now.max(now);
+        if self.next_change < self.schedule.len() {
+            self.apply_schedule(now);
+        }
         let len = len as u64;
         self.stats.offered += 1;
         self.stats.bytes_offered += len;
@@ -203,16 +285,25 @@ impl Link {
         if p.mtu.is_some_and(|mtu| len > u64::from(mtu)) {
             return Err(DropReason::Mtu);
         }
-        let departure = match (p.rate, self.queue) {
-            (Some(rate), Some(queue)) => {
-                let (finish, backlog) = self
-                    .bottleneck
+        let served = match (&p.trace, p.rate, self.queue) {
+            (Some(trace), _, Some(queue)) => Some(
+                self.bottleneck
+                    .offer_trace(now, len, trace, self.since, queue)
+                    .ok_or(DropReason::QueueFull)?,
+            ),
+            (None, Some(rate), Some(queue)) => Some(
+                self.bottleneck
                     .offer(now, len, rate, queue)
-                    .ok_or(DropReason::QueueFull)?;
+                    .ok_or(DropReason::QueueFull)?,
+            ),
+            _ => None,
+        };
+        let departure = match served {
+            Some((finish, backlog)) => {
                 self.stats.max_backlog_bytes = self.stats.max_backlog_bytes.max(backlog);
                 finish
             }
-            _ => now,
+            None => now,
         };
         if p.loss.sample(&mut self.rng) {
             return Err(DropReason::Loss);

@@ -3,11 +3,26 @@
 //! Syntax: comma-separated `key=value` items, in any order, each key at most
 //! once, e.g. `rtt=20ms,rate=100mbit,queue=64kb,loss=1%,dup=0.5%,reorder=1%`.
 //! The empty spec is an ideal link (no delay, no loss, unlimited rate).
+//!
+//! An item prefixed `a2b:` or `b2a:` applies to one direction only and
+//! overrides an unprefixed item of the same parameter:
+//! `rtt=40ms,rate=50mbit,b2a:rate=5mbit` (5 Mbit/s from b to a),
+//! `a2b:delay=5ms,b2a:delay=45ms` (asymmetric delay).
+//!
+//! A schedule of changes follows after `;`: `SPEC;at=10s:SPEC2;at=20s:SPEC3`
+//! runs SPEC, replaces it whole by SPEC2 10 s after the link starts (or
+//! after the change that installed the schedule) and by SPEC3 at 20 s.
+//! Times increase; without a leading SPEC the link starts ideal.
+//!
+//! `trace=FILE` replaces `rate` by a Mahimahi delivery-opportunity trace
+//! (see [`RateTrace`]); the file is read when the spec is parsed. File names
+//! cannot contain `,`, `;` or `=`.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::trace::RateTrace;
 use crate::units::{self, Probability, Rate, Ratio};
 
 /// Every key the spec syntax knows, in canonical order.
@@ -23,6 +38,7 @@ pub const KEYS: &[&str] = &[
     "reorder_delay",
     "dup",
     "mtu",
+    "trace",
 ];
 
 const DURATION_FORM: &str = "a duration such as 20ms, 0.5ms, 150us or 1s";
@@ -31,6 +47,7 @@ const QUEUE_FORM: &str =
 const GE_FORM: &str = "Gilbert-Elliott probabilities `p/r[/bad_loss[/good_loss]]` such as 1%/25% or 1%/25%/80%/0.1%, \
      where p = P(good→bad) and r = P(bad→good) > 0 per packet";
 const MTU_FORM: &str = "a packet size in bytes such as 1500, at least 1";
+const AT_FORM: &str = "a time such as 10s or 500ms after which the following spec applies, as in rtt=20ms;at=10s:rtt=100ms";
 
 /// A link spec that could not be parsed or is inconsistent. The message
 /// names the field and the allowed form.
@@ -83,6 +100,30 @@ pub enum SpecError {
         key: &'static str,
         /// The key it needs.
         needs: &'static str,
+    },
+    /// An item's direction prefix is neither `a2b:` nor `b2a:`.
+    #[error("unknown direction `{prefix}:` in `{item}`: expected a2b: or b2a: before key=value")]
+    UnknownDirection {
+        /// The prefix as given.
+        prefix: String,
+        /// The item.
+        item: String,
+    },
+    /// A `trace=` file could not be read or parsed.
+    #[error("invalid `trace` value `{value}`: {reason} (expected a Mahimahi trace file: one delivery time in ms per line)")]
+    Trace {
+        /// The file name as given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A part of a schedule is malformed or out of order.
+    #[error("invalid schedule part `{part}`: {reason}")]
+    Schedule {
+        /// The `;`-separated part.
+        part: String,
+        /// What is wrong.
+        reason: &'static str,
     },
 }
 
@@ -249,6 +290,25 @@ pub struct LinkParams {
     pub dup: Probability,
     /// Larger packets (as offered, headers included) are dropped.
     pub mtu: Option<u32>,
+    /// A delivery-opportunity trace serving the queue instead of `rate`
+    /// (the two exclude each other). It starts when these parameters take
+    /// effect.
+    pub trace: Option<RateTrace>,
+    /// Changes to come: each entry replaces these parameters whole at its
+    /// time, counted from when these parameters take effect
+    /// ([`crate::Link::new`]: the epoch; [`crate::Link::set_params_at`]:
+    /// its `now`). Times strictly increase; entries have no schedule of
+    /// their own.
+    pub schedule: Vec<Change>,
+}
+
+/// One scheduled change of a link's parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Change {
+    /// When, relative to the start of the schedule.
+    pub at: Duration,
+    /// The parameters from then on (with an empty `schedule`).
+    pub params: LinkParams,
 }
 
 impl LinkParams {
@@ -271,11 +331,14 @@ impl LinkParams {
     }
 
     /// The queue limit in force, `None` when there is no rate (and so no
-    /// queue). A BDP-relative queue is resolved against
+    /// queue). With a rate trace, its mean rate stands for the rate. A
+    /// BDP-relative queue is resolved against
     /// [`base_rtt`](Self::base_rtt) and holds at least one full packet; the
     /// default is 1 BDP but at least 16 full packets.
     pub fn effective_queue(&self) -> Option<ResolvedQueue> {
-        let rate = self.rate?;
+        let rate = self
+            .rate
+            .or_else(|| self.trace.as_ref().map(RateTrace::mean_rate))?;
         let bdp = |r: Ratio| r.apply(rate.bytes_in(self.base_rtt()));
         Some(match self.queue {
             None => ResolvedQueue::Bytes(bdp(Ratio::ONE).max(16 * self.full_packet())),
@@ -288,7 +351,32 @@ impl LinkParams {
     /// Check the rules that tie fields together (the field types already
     /// enforce each field's own range).
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.queue.is_some() && self.rate.is_none() {
+        if self.rate.is_some() && self.trace.is_some() {
+            return Err(SpecError::Conflict {
+                first: "rate",
+                second: "trace",
+                why: "a trace gives the rate over time",
+            });
+        }
+        let mut last = None;
+        for c in &self.schedule {
+            if last.is_some_and(|t| c.at <= t) || (last.is_none() && c.at.is_zero()) {
+                return Err(SpecError::Schedule {
+                    part: format!("at={}", units::format_duration(c.at)),
+                    reason:
+                        "times must increase, and start above 0 (a change at 0 is the initial spec)",
+                });
+            }
+            if !c.params.schedule.is_empty() {
+                return Err(SpecError::Schedule {
+                    part: format!("at={}", units::format_duration(c.at)),
+                    reason: "a scheduled change cannot carry a schedule of its own",
+                });
+            }
+            c.params.validate()?;
+            last = Some(c.at);
+        }
+        if self.queue.is_some() && self.rate.is_none() && self.trace.is_none() {
             return Err(SpecError::Requires {
                 key: "queue",
                 needs: "rate",
@@ -338,12 +426,12 @@ pub enum Direction {
     BToA,
 }
 
-/// A link spec as written by users: the whole path between two hosts.
+/// A link spec as written by users: the whole path between two hosts,
+/// possibly different in each direction and changing over time.
 ///
-/// Today a spec is symmetric: both directions get the same [`LinkParams`].
-/// Users read the parameters of a direction with [`params`](Self::params),
-/// so per-direction specs (`a2b:`/`b2a:` prefixes), schedules of changes
-/// over time and rate traces can be added later without breaking them.
+/// Users read the parameters of a direction with [`params`](Self::params);
+/// a schedule comes with them ([`LinkParams::schedule`]), and [`crate::Link`]
+/// applies it.
 ///
 /// ```
 /// use braid_link::{Direction, LinkSpec};
@@ -355,35 +443,107 @@ pub enum Direction {
 /// assert_eq!(spec.to_string(), "rtt=20ms,rate=100mbit,queue=64kb,loss=1%,reorder=1%,dup=0.5%");
 /// assert_eq!(spec.to_string().parse::<LinkSpec>().unwrap(), spec);
 ///
+/// // Per direction, and a schedule.
+/// let spec: LinkSpec = "rtt=40ms,rate=50mbit,b2a:rate=5mbit;at=10s:rtt=100ms".parse().unwrap();
+/// assert_eq!(spec.params(Direction::BToA).rate.unwrap().to_string(), "5mbit");
+/// assert_eq!(spec.params(Direction::AToB).schedule[0].at, Duration::from_secs(10));
+/// assert_eq!(spec.to_string(), "rtt=40ms,a2b:rate=50mbit,b2a:rate=5mbit;at=10s:rtt=100ms");
+///
 /// let err = "rate=fast".parse::<LinkSpec>().unwrap_err();
 /// assert_eq!(err.to_string(), "invalid `rate` value `fast`: expected a rate such as 100mbit, 1.5gbit or 800kbit");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LinkSpec {
-    both: LinkParams,
+    /// The initial parameters (`at` zero), then the scheduled changes; no
+    /// `LinkParams` here has a schedule of its own.
+    segments: Vec<Segment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+struct Segment {
+    at: Duration,
+    a2b: LinkParams,
+    b2a: LinkParams,
+}
+
+impl Default for LinkSpec {
+    fn default() -> LinkSpec {
+        LinkSpec {
+            segments: vec![Segment::default()],
+        }
+    }
 }
 
 impl LinkSpec {
-    /// A spec whose two directions both have `params`.
+    /// A spec whose two directions both have `params` (and its schedule).
     pub fn symmetric(params: LinkParams) -> Result<LinkSpec, SpecError> {
-        params.validate()?;
-        Ok(LinkSpec { both: params })
+        LinkSpec::asymmetric(params.clone(), params)
     }
 
-    /// The parameters of one direction.
-    pub fn params(&self, _direction: Direction) -> LinkParams {
-        self.both.clone()
+    /// A spec with `a2b` from the first host to the second and `b2a` back.
+    /// Their schedules must change at the same times.
+    pub fn asymmetric(mut a2b: LinkParams, mut b2a: LinkParams) -> Result<LinkSpec, SpecError> {
+        a2b.validate()?;
+        b2a.validate()?;
+        let (ca, cb) = (
+            std::mem::take(&mut a2b.schedule),
+            std::mem::take(&mut b2a.schedule),
+        );
+        if ca.len() != cb.len() || ca.iter().zip(&cb).any(|(x, y)| x.at != y.at) {
+            return Err(SpecError::Schedule {
+                part: String::new(),
+                reason: "both directions must change at the same times",
+            });
+        }
+        let mut segments = vec![Segment {
+            at: Duration::ZERO,
+            a2b,
+            b2a,
+        }];
+        segments.extend(ca.into_iter().zip(cb).map(|(x, y)| Segment {
+            at: x.at,
+            a2b: x.params,
+            b2a: y.params,
+        }));
+        Ok(LinkSpec { segments })
     }
 
-    /// Round-trip propagation delay of the path (sum of both directions'
-    /// one-way delays, without jitter or queueing).
+    /// The parameters of one direction, with the schedule of its changes.
+    pub fn params(&self, direction: Direction) -> LinkParams {
+        let pick = |s: &Segment| match direction {
+            Direction::AToB => s.a2b.clone(),
+            Direction::BToA => s.b2a.clone(),
+        };
+        let mut p = pick(&self.segments[0]);
+        p.schedule = self.segments[1..]
+            .iter()
+            .map(|s| Change {
+                at: s.at,
+                params: pick(s),
+            })
+            .collect();
+        p
+    }
+
+    /// Round-trip propagation delay of the path at the start (sum of both
+    /// directions' one-way delays, without jitter or queueing).
     pub fn rtt(&self) -> Duration {
-        self.params(Direction::AToB).delay + self.params(Direction::BToA).delay
+        self.segments[0].a2b.delay + self.segments[0].b2a.delay
     }
 
-    /// The bottleneck rate from A to B, if limited.
+    /// The bottleneck rate from A to B at the start, if limited by a rate.
     pub fn rate(&self) -> Option<Rate> {
-        self.params(Direction::AToB).rate
+        self.segments[0].a2b.rate
+    }
+
+    /// Whether both directions are alike (at every time).
+    pub fn is_symmetric(&self) -> bool {
+        self.segments.iter().all(|s| s.a2b == s.b2a)
+    }
+
+    /// Number of scheduled changes.
+    pub fn changes(&self) -> usize {
+        self.segments.len() - 1
     }
 }
 
@@ -413,111 +573,264 @@ impl<'de> serde::Deserialize<'de> for LinkSpec {
     }
 }
 
-impl fmt::Display for LinkSpec {
-    /// The canonical spec: `rtt` (twice the one-way delay) always, then
-    /// every non-default field in [`KEYS`] order.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = &self.both;
-        write!(f, "rtt={}", units::format_duration(p.base_rtt()))?;
-        if !p.jitter.is_zero() {
-            write!(f, ",jitter={}", units::format_duration(p.jitter))?;
+/// Each key's value in canonical text, `None` when at its default (and so
+/// not printed), in [`KEYS`] order minus `delay`/`rtt` (printed apart).
+fn canonical_items(p: &LinkParams) -> [(&'static str, Option<String>); 10] {
+    let dur = |d: Duration| units::format_duration(d);
+    [
+        ("jitter", (!p.jitter.is_zero()).then(|| dur(p.jitter))),
+        ("rate", p.rate.map(|r| r.to_string())),
+        ("queue", p.queue.map(|q| q.to_string())),
+        ("loss", (!p.loss.is_zero()).then(|| p.loss.to_string())),
+        ("ge", p.burst_loss.map(|g| g.to_string())),
+        (
+            "reorder",
+            (!p.reorder.is_zero()).then(|| p.reorder.to_string()),
+        ),
+        ("reorder_delay", p.reorder_delay.map(dur)),
+        ("dup", (!p.dup.is_zero()).then(|| p.dup.to_string())),
+        ("mtu", p.mtu.map(|m| m.to_string())),
+        ("trace", p.trace.as_ref().map(|t| t.name().to_string())),
+    ]
+}
+
+impl Segment {
+    /// `rtt` (or per-direction `delay`s) always, then every non-default
+    /// field in [`KEYS`] order, prefixed by its direction where the two
+    /// directions differ.
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (a, b) = (&self.a2b, &self.b2a);
+        if a.delay == b.delay {
+            write!(f, "rtt={}", units::format_duration(a.base_rtt()))?;
+        } else {
+            write!(
+                f,
+                "a2b:delay={},b2a:delay={}",
+                units::format_duration(a.delay),
+                units::format_duration(b.delay)
+            )?;
         }
-        if let Some(rate) = p.rate {
-            write!(f, ",rate={rate}")?;
-        }
-        if let Some(q) = p.queue {
-            write!(f, ",queue={q}")?;
-        }
-        if !p.loss.is_zero() {
-            write!(f, ",loss={}", p.loss)?;
-        }
-        if let Some(ge) = &p.burst_loss {
-            write!(f, ",ge={ge}")?;
-        }
-        if !p.reorder.is_zero() {
-            write!(f, ",reorder={}", p.reorder)?;
-        }
-        if let Some(d) = p.reorder_delay {
-            write!(f, ",reorder_delay={}", units::format_duration(d))?;
-        }
-        if !p.dup.is_zero() {
-            write!(f, ",dup={}", p.dup)?;
-        }
-        if let Some(mtu) = p.mtu {
-            write!(f, ",mtu={mtu}")?;
+        for ((key, va), (_, vb)) in canonical_items(a).into_iter().zip(canonical_items(b)) {
+            if va == vb {
+                if let Some(v) = va {
+                    write!(f, ",{key}={v}")?;
+                }
+            } else {
+                if let Some(v) = va {
+                    write!(f, ",a2b:{key}={v}")?;
+                }
+                if let Some(v) = vb {
+                    write!(f, ",b2a:{key}={v}")?;
+                }
+            }
         }
         Ok(())
     }
+}
+
+impl fmt::Display for LinkSpec {
+    /// The canonical spec: each segment as [`Segment::write`] prints it,
+    /// changes after `;at=TIME:`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, seg) in self.segments.iter().enumerate() {
+            if i > 0 {
+                write!(f, ";at={}:", units::format_duration(seg.at))?;
+            }
+            seg.write(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// One parsed `key=value` item.
+enum Setting {
+    Delay(Duration),
+    Rtt(Duration),
+    Jitter(Duration),
+    Rate(Rate),
+    Queue(QueueLimit),
+    Loss(Probability),
+    Ge(GilbertElliott),
+    Reorder(Probability),
+    ReorderDelay(Duration),
+    Dup(Probability),
+    Mtu(u32),
+    Trace(RateTrace),
+}
+
+impl Setting {
+    fn parse(key: &'static str, value: &str) -> Result<Setting, SpecError> {
+        let invalid = |expected| SpecError::InvalidValue {
+            key,
+            value: value.to_string(),
+            expected,
+        };
+        let duration = || units::parse_duration(value).ok_or_else(|| invalid(DURATION_FORM));
+        let probability = || {
+            value
+                .parse::<Probability>()
+                .map_err(|_| invalid(Probability::EXPECTED))
+        };
+        Ok(match key {
+            "delay" => Setting::Delay(duration()?),
+            "rtt" => Setting::Rtt(duration()?),
+            "jitter" => Setting::Jitter(duration()?),
+            "rate" => Setting::Rate(value.parse().map_err(|_| invalid(Rate::EXPECTED))?),
+            "queue" => Setting::Queue(value.parse().map_err(|_| invalid(QUEUE_FORM))?),
+            "loss" => Setting::Loss(probability()?),
+            "ge" => Setting::Ge(value.parse().map_err(|_| invalid(GE_FORM))?),
+            "reorder" => Setting::Reorder(probability()?),
+            "reorder_delay" => Setting::ReorderDelay(duration()?),
+            "dup" => Setting::Dup(probability()?),
+            "mtu" => Setting::Mtu(
+                value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&m| m > 0)
+                    .ok_or_else(|| invalid(MTU_FORM))?,
+            ),
+            "trace" => {
+                Setting::Trace(RateTrace::load(std::path::Path::new(value)).map_err(|e| {
+                    SpecError::Trace {
+                        value: value.to_string(),
+                        reason: e.to_string(),
+                    }
+                })?)
+            }
+            _ => unreachable!("every entry of KEYS is matched"),
+        })
+    }
+
+    fn apply(&self, p: &mut LinkParams) {
+        match self {
+            Setting::Delay(d) => p.delay = *d,
+            Setting::Rtt(d) => p.delay = *d / 2,
+            Setting::Jitter(d) => p.jitter = *d,
+            Setting::Rate(r) => p.rate = Some(*r),
+            Setting::Queue(q) => p.queue = Some(*q),
+            Setting::Loss(l) => p.loss = *l,
+            Setting::Ge(g) => p.burst_loss = Some(*g),
+            Setting::Reorder(r) => p.reorder = *r,
+            Setting::ReorderDelay(d) => p.reorder_delay = Some(*d),
+            Setting::Dup(d) => p.dup = *d,
+            Setting::Mtu(m) => p.mtu = Some(*m),
+            Setting::Trace(t) => p.trace = Some(t.clone()),
+        }
+    }
+}
+
+/// Items of one scope (unprefixed, `a2b:` or `b2a:`), checked for repeats
+/// and for `rtt` with `delay`.
+#[derive(Default)]
+struct Scope {
+    seen: [bool; KEYS.len()],
+    settings: Vec<Setting>,
+}
+
+impl Scope {
+    fn add(&mut self, index: usize, setting: Setting) -> Result<(), SpecError> {
+        if std::mem::replace(&mut self.seen[index], true) {
+            return Err(SpecError::Duplicate { key: KEYS[index] });
+        }
+        if self.seen[0] && self.seen[1] {
+            return Err(SpecError::Conflict {
+                first: "delay",
+                second: "rtt",
+                why: "rtt sets the one-way delay to rtt/2",
+            });
+        }
+        self.settings.push(setting);
+        Ok(())
+    }
+}
+
+/// Parse one segment (no `;`): its two directions.
+fn parse_segment(text: &str) -> Result<(LinkParams, LinkParams), SpecError> {
+    let mut scopes: [Scope; 3] = Default::default(); // both, a2b, b2a
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (key, value) = item
+            .split_once('=')
+            .map(|(k, v)| (k.trim(), v.trim()))
+            .ok_or_else(|| SpecError::Syntax {
+                item: item.to_string(),
+            })?;
+        let (scope, key) = match key.split_once(':') {
+            None => (0, key),
+            Some((dir, k)) if dir.trim().eq_ignore_ascii_case("a2b") => (1, k.trim()),
+            Some((dir, k)) if dir.trim().eq_ignore_ascii_case("b2a") => (2, k.trim()),
+            Some((dir, _)) => {
+                return Err(SpecError::UnknownDirection {
+                    prefix: dir.trim().to_string(),
+                    item: item.to_string(),
+                })
+            }
+        };
+        let index = KEYS
+            .iter()
+            .position(|k| k.eq_ignore_ascii_case(key))
+            .ok_or_else(|| SpecError::UnknownKey {
+                key: key.to_string(),
+            })?;
+        scopes[scope].add(index, Setting::parse(KEYS[index], value)?)?;
+    }
+    let direction = |own: &Scope| -> Result<LinkParams, SpecError> {
+        let mut p = LinkParams::default();
+        for s in scopes[0].settings.iter().chain(&own.settings) {
+            s.apply(&mut p);
+        }
+        p.validate()?;
+        Ok(p)
+    };
+    Ok((direction(&scopes[1])?, direction(&scopes[2])?))
 }
 
 impl FromStr for LinkSpec {
     type Err = SpecError;
 
     fn from_str(text: &str) -> Result<LinkSpec, SpecError> {
-        let mut p = LinkParams::default();
-        let mut seen = [false; KEYS.len()];
-        let mut rtt = None;
-        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (key, value) = item
-                .split_once('=')
-                .map(|(k, v)| (k.trim(), v.trim()))
-                .ok_or_else(|| SpecError::Syntax {
-                    item: item.to_string(),
-                })?;
-            let index = KEYS
-                .iter()
-                .position(|k| k.eq_ignore_ascii_case(key))
-                .ok_or_else(|| SpecError::UnknownKey {
-                    key: key.to_string(),
-                })?;
-            let key = KEYS[index];
-            if std::mem::replace(&mut seen[index], true) {
-                return Err(SpecError::Duplicate { key });
-            }
-            let invalid = |expected| SpecError::InvalidValue {
-                key,
-                value: value.to_string(),
-                expected,
-            };
-            let duration = || units::parse_duration(value).ok_or_else(|| invalid(DURATION_FORM));
-            let probability = || {
-                value
-                    .parse::<Probability>()
-                    .map_err(|_| invalid(Probability::EXPECTED))
-            };
-            match key {
-                "delay" => p.delay = duration()?,
-                "rtt" => rtt = Some(duration()?),
-                "jitter" => p.jitter = duration()?,
-                "rate" => p.rate = Some(value.parse().map_err(|_| invalid(Rate::EXPECTED))?),
-                "queue" => p.queue = Some(value.parse().map_err(|_| invalid(QUEUE_FORM))?),
-                "loss" => p.loss = probability()?,
-                "ge" => p.burst_loss = Some(value.parse().map_err(|_| invalid(GE_FORM))?),
-                "reorder" => p.reorder = probability()?,
-                "reorder_delay" => p.reorder_delay = Some(duration()?),
-                "dup" => p.dup = probability()?,
-                "mtu" => {
-                    let mtu = value
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|&m| m > 0)
-                        .ok_or_else(|| invalid(MTU_FORM))?;
-                    p.mtu = Some(mtu);
+        let mut segments: Vec<Segment> = Vec::new();
+        for (i, part) in text.split(';').map(str::trim).enumerate() {
+            let lower = part.get(..3).map(str::to_ascii_lowercase);
+            if lower.as_deref() == Some("at=") {
+                let schedule_err = |reason| SpecError::Schedule {
+                    part: part.to_string(),
+                    reason,
+                };
+                let (time, body) = part[3..]
+                    .split_once(':')
+                    .ok_or_else(|| schedule_err("expected at=TIME:SPEC, e.g. at=10s:rtt=100ms"))?;
+                let at =
+                    units::parse_duration(time.trim()).ok_or_else(|| SpecError::InvalidValue {
+                        key: "at",
+                        value: time.trim().to_string(),
+                        expected: AT_FORM,
+                    })?;
+                if i == 0 && !at.is_zero() {
+                    // No initial spec: the link starts ideal.
+                    segments.push(Segment::default());
                 }
-                _ => unreachable!("every entry of KEYS is matched"),
-            }
-        }
-        if let Some(rtt) = rtt {
-            if seen[0] {
-                return Err(SpecError::Conflict {
-                    first: "delay",
-                    second: "rtt",
-                    why: "rtt sets the one-way delay to rtt/2",
+                if segments.last().is_some_and(|s| at <= s.at) {
+                    return Err(schedule_err(
+                        "times must increase from one change to the next",
+                    ));
+                }
+                let (a2b, b2a) = parse_segment(body)?;
+                segments.push(Segment { at, a2b, b2a });
+            } else if i == 0 {
+                let (a2b, b2a) = parse_segment(part)?;
+                segments.push(Segment {
+                    at: Duration::ZERO,
+                    a2b,
+                    b2a,
+                });
+            } else if !part.is_empty() {
+                return Err(SpecError::Schedule {
+                    part: part.to_string(),
+                    reason: "every part after the first must start with at=TIME:, e.g. rtt=20ms;at=10s:rtt=100ms",
                 });
             }
-            p.delay = rtt / 2;
         }
-        LinkSpec::symmetric(p)
+        Ok(LinkSpec { segments })
     }
 }
 

@@ -125,3 +125,140 @@ proptest! {
         prop_assert!(s.duplicated <= s.delivered && s.reordered <= s.delivered);
     }
 }
+
+/// Two directions and up to three scheduled changes at increasing times.
+fn asymmetric_spec() -> impl Strategy<Value = LinkSpec> {
+    (
+        (params(), params()),
+        prop::collection::vec((1u64..5_000_000_000, (params(), params())), 0..3),
+    )
+        .prop_map(|((a, b), changes)| {
+            let (mut a, mut b) = (a, b);
+            let mut at = Duration::ZERO;
+            for (gap, (ca, cb)) in changes {
+                at += Duration::from_nanos(gap);
+                a.schedule.push(braid_link::Change { at, params: ca });
+                b.schedule.push(braid_link::Change { at, params: cb });
+            }
+            LinkSpec::asymmetric(a, b).unwrap()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn per_direction_and_scheduled_specs_round_trip(spec in asymmetric_spec()) {
+        let text = spec.to_string();
+        let back: LinkSpec = text.parse().map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+        prop_assert_eq!(&back, &spec, "{}", text);
+        prop_assert_eq!(back.to_string(), text);
+    }
+
+    /// A scheduled link behaves, after each change, exactly like a link
+    /// given the new parameters by `set_params_at` at the change's time.
+    #[test]
+    fn schedule_equals_manual_changes(spec in asymmetric_spec(), seed in any::<u64>(), gaps in prop::collection::vec((0u64..50_000_000, 1usize..3000), 1..100)) {
+        let p = spec.params(Direction::AToB);
+        let mut scheduled = Link::new(p.clone(), seed);
+        let mut initial = p.clone();
+        initial.schedule.clear();
+        let mut manual = Link::new(initial, seed);
+        let mut next = 0;
+        let mut now = Instant::ZERO;
+        for (gap, len) in gaps {
+            now += Duration::from_nanos(gap);
+            while let Some(c) = p.schedule.get(next) {
+                if Instant::ZERO + c.at > now {
+                    break;
+                }
+                manual.set_params_at(Instant::ZERO + c.at, c.params.clone());
+                next += 1;
+            }
+            prop_assert_eq!(scheduled.offer(now, len), manual.offer(now, len));
+        }
+    }
+}
+
+#[test]
+fn per_direction_items_override_shared_ones() {
+    let spec: LinkSpec = "rtt=40ms,rate=50mbit,b2a:rate=5mbit,a2b:loss=1%"
+        .parse()
+        .unwrap();
+    let (a, b) = (spec.params(Direction::AToB), spec.params(Direction::BToA));
+    assert_eq!(a.rate, Some(Rate::from_mbit(50)));
+    assert_eq!(b.rate, Some(Rate::from_mbit(5)));
+    assert_eq!(a.loss.billionths(), 10_000_000);
+    assert!(b.loss.is_zero());
+    assert_eq!(spec.rtt(), Duration::from_millis(40));
+    assert!(!spec.is_symmetric());
+    let asym: LinkSpec = "a2b:delay=5ms,b2a:delay=35ms".parse().unwrap();
+    assert_eq!(asym.rtt(), Duration::from_millis(40));
+    assert_eq!(asym.to_string(), "a2b:delay=5ms,b2a:delay=35ms");
+    let msg = |s: &str| s.parse::<LinkSpec>().unwrap_err().to_string();
+    assert_eq!(
+        msg("a2b:loss=1%,a2b:loss=2%"),
+        "link spec key `loss` given more than once"
+    );
+    assert!(msg("a2b:rtt=10ms,a2b:delay=5ms").contains("cannot both be given"));
+    assert!(msg("x:rate=1mbit").starts_with("unknown direction `x:`"));
+    assert!(msg("a2b:queue=10p").contains("`queue` has no effect without `rate`"));
+}
+
+#[test]
+fn schedules_parse_and_check_their_times() {
+    let spec: LinkSpec = "rtt=20ms;at=10s:rtt=100ms;at=20s:rtt=20ms,loss=1%"
+        .parse()
+        .unwrap();
+    assert_eq!(spec.changes(), 2);
+    let p = spec.params(Direction::BToA);
+    assert_eq!(p.schedule[1].at, Duration::from_secs(20));
+    assert_eq!(p.schedule[1].params.loss.billionths(), 10_000_000);
+    // No initial spec: ideal until the first change.
+    let spec: LinkSpec = "at=5s:rtt=50ms".parse().unwrap();
+    assert_eq!(spec.rtt(), Duration::ZERO);
+    assert_eq!(spec.to_string(), "rtt=0ms;at=5s:rtt=50ms");
+    assert_eq!(
+        "at=0s:rtt=50ms".parse::<LinkSpec>().unwrap().to_string(),
+        "rtt=50ms"
+    );
+    let msg = |s: &str| s.parse::<LinkSpec>().unwrap_err().to_string();
+    assert!(msg("rtt=1ms;at=2s:rtt=2ms;at=1s:rtt=3ms").contains("times must increase"));
+    assert!(msg("rtt=1ms;rtt=2ms").contains("must start with at=TIME:"));
+    assert!(msg("rtt=1ms;at=soon:rtt=2ms").starts_with("invalid `at` value `soon`"));
+    assert!(msg("rtt=1ms;at=1s").contains("expected at=TIME:SPEC"));
+    assert!(msg("trace=/nonexistent/x.trace")
+        .starts_with("invalid `trace` value `/nonexistent/x.trace`: cannot read"));
+}
+
+#[test]
+fn trace_in_a_spec_is_read_from_its_file() {
+    let dir = std::env::temp_dir().join(format!("braid-link-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("t.trace");
+    std::fs::write(&file, "1\n2\n3\n4\n").unwrap();
+    let text = format!("rtt=10ms,queue=200p,trace={}", file.display());
+    let spec: LinkSpec = text.parse().unwrap();
+    assert_eq!(spec.to_string(), text);
+    let p = spec.params(Direction::AToB);
+    assert_eq!(p.trace.as_ref().unwrap().mean_rate(), Rate::from_mbit(12));
+    // 100 packets of 1500 bytes at one per ms: the last leaves at 100 ms.
+    let mut link = Link::new(p, 1);
+    let mut last = Instant::ZERO;
+    for _ in 0..100 {
+        if let Verdict::Deliver { at, .. } = link.offer(Instant::ZERO, 1500) {
+            last = at;
+        }
+    }
+    assert_eq!(link.stats().delivered, 100);
+    assert_eq!(last, Instant::ZERO + Duration::from_millis(105));
+    let err = format!("rate=1mbit,trace={}", file.display())
+        .parse::<LinkSpec>()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`rate` and `trace` cannot both be given"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -155,10 +155,13 @@ impl Connection {
         }
     }
 
-    /// Close gracefully: returns once everything sent was acknowledged and
-    /// the connection closed. Messages received before the close can still
-    /// be read. `Err(Closed(reason))` if the connection had already ended
-    /// otherwise (peer close, timeout) before everything was delivered.
+    /// Close gracefully: returns once everything sent was acknowledged by
+    /// the peer. The endpoint then tells the peer and keeps the connection
+    /// for a short closing period in the background ([`Connection::closed`]
+    /// resolves after it). Messages received before the close can still be
+    /// read. `Err(Closed(reason))` if the connection had already ended
+    /// otherwise (peer close, timeout) before everything was acknowledged:
+    /// then it is unknown how much the peer got.
     pub async fn close(&self) -> Result<(), ConnectionError> {
         let r = &*self.inner;
         {
@@ -175,8 +178,11 @@ impl Connection {
                 let inner = r.shared.lock();
                 match inner.slots.get(&r.handle) {
                     Some(slot) => match &slot.status {
+                        // Everything acknowledged: the endpoint now tells the
+                        // peer and lingers for a few RTOs in the background
+                        // (closing period); no need to wait for that.
+                        _ if slot.flushed => return Ok(()),
                         Status::Closed(CloseReason::Local) => return Ok(()),
-                        Status::Closed(_) if slot.flushed => return Ok(()),
                         Status::Closed(reason) => return Err(ConnectionError::Closed(reason.clone())),
                         _ if inner.exit.is_some() => return Err(gone(&inner, r.handle)),
                         _ => {}
@@ -244,14 +250,23 @@ impl Connection {
     }
 
     /// The congestion controller's name and current parameters.
-    pub fn congestion_parameters(&self) -> Result<(&'static str, Vec<(&'static str, f64)>), ConnectionError> {
+    pub fn congestion_parameters(&self) -> Result<CongestionParameters, ConnectionError> {
         let r = &*self.inner;
         let mut inner = r.shared.lock();
         match inner.ep.congestion_controller(r.handle) {
-            Some(cc) => Ok((cc.name(), cc.parameters())),
+            Some(cc) => Ok(CongestionParameters { algorithm: cc.name(), values: cc.parameters() }),
             None => Err(gone(&inner, r.handle)),
         }
     }
+}
+
+/// A snapshot of a connection's congestion controller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CongestionParameters {
+    /// The algorithm's short name (`"cubic"`, `"newreno"`).
+    pub algorithm: &'static str,
+    /// Every parameter, by name, with its current value.
+    pub values: Vec<(&'static str, f64)>,
 }
 
 /// The error for a connection the endpoint no longer serves.

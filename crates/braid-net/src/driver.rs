@@ -117,13 +117,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             guard.exit = DriverExit::Failed(e.kind(), e.to_string());
             return;
         }
+        // A turn that starts blocked polls nothing new; if the socket took
+        // the backlog, go back for what the endpoint has waiting.
+        let was_blocked = driver.send_blocked;
         let turn = driver.turn(&shared);
         driver.wake_tasks(&shared);
         driver.send(&shared);
         if turn.exit {
             return;
         }
-        if turn.more_to_send && !driver.send_blocked {
+        if (turn.more_to_send || was_blocked) && !driver.send_blocked {
             // Let application tasks sharing this thread run, then go on.
             tokio::task::yield_now().await;
             continue;

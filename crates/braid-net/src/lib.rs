@@ -29,6 +29,6 @@ mod socket;
 
 pub use braid_proto::{CloseReason, ConnectionStats, EndpointConfig, EndpointStats, TransportConfig};
 pub use bytes::Bytes;
-pub use connection::Connection;
+pub use connection::{CongestionParameters, Connection};
 pub use endpoint::Endpoint;
 pub use error::{ConnectionError, NetError};

@@ -281,9 +281,9 @@ async fn congestion_parameters_can_be_read_and_set() {
     let server_addr = server.local_addr();
     spawn_echo_server(server);
     let conn = bounded(20, "connect", client.connect(server_addr)).await.unwrap();
-    let (name, params) = conn.congestion_parameters().unwrap();
-    assert_eq!(name, "cubic");
-    let (param, value) = params[0];
+    let params = conn.congestion_parameters().unwrap();
+    assert_eq!(params.algorithm, "cubic");
+    let (param, value) = params.values[0];
     conn.set_congestion_parameter(param, value).unwrap();
     match conn.set_congestion_parameter("no-such-parameter", 1.0) {
         Err(ConnectionError::Congestion(e)) => assert!(e.to_string().contains("no-such-parameter"), "{e}"),
@@ -327,8 +327,8 @@ fn bind_outside_a_runtime_is_an_error() {
 
 #[tokio::test]
 async fn bad_config_names_the_field() {
-    let mut config = EndpointConfig::default();
-    config.transport = TransportConfig { max_datagram_size: 100, ..TransportConfig::default() };
+    let transport = TransportConfig { max_datagram_size: 100, ..TransportConfig::default() };
+    let config = EndpointConfig { transport, ..EndpointConfig::default() };
     let err = Endpoint::bind_with(loopback(), config).unwrap_err();
     assert!(err.to_string().contains("max_datagram_size"), "{err}");
 }
@@ -344,6 +344,49 @@ async fn works_on_a_current_thread_runtime() {
         conn.send_message(msg.clone()).await.unwrap();
         assert!(conn.recv_message().await.unwrap() == msg);
         conn.close().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn works_over_ipv6_loopback() {
+    let v6 = "[::1]:0".parse().unwrap();
+    let server = Endpoint::bind(v6).unwrap();
+    let client = Endpoint::bind_with(v6, EndpointConfig { accept_incoming: false, ..Default::default() }).unwrap();
+    let server_addr = server.local_addr();
+    assert!(server_addr.is_ipv6());
+    spawn_echo_server(server);
+    bounded(20, "IPv6 echo", async {
+        let conn = client.connect(server_addr).await.unwrap();
+        let msg = random_bytes(6, 200_000);
+        conn.send_message(msg.clone()).await.unwrap();
+        assert_eq!(conn.recv_message().await.unwrap(), msg);
+        conn.close().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_datagrams_are_counted_and_ignored() {
+    let (server, client) = pair(EndpointConfig::default());
+    let server_addr = server.local_addr();
+    spawn_echo_server(server.clone());
+    let junk = std::net::UdpSocket::bind(loopback()).unwrap();
+    for i in 0..50u64 {
+        junk.send_to(&random_bytes(i, 1 + (i as usize * 37) % 1400), server_addr).unwrap();
+    }
+    junk.send_to(&[], server_addr).unwrap();
+    bounded(20, "garbage", async {
+        while server.stats().datagrams_received < 51 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let s = server.stats();
+        assert_eq!(s.malformed_datagrams + s.unknown_connection_datagrams + s.invalid_cookies, 51, "{s:?}");
+        assert_eq!(s.connections_accepted, 0);
+        // The endpoint still serves real peers.
+        let conn = client.connect(server_addr).await.unwrap();
+        conn.send_message(&b"still fine"[..]).await.unwrap();
+        assert_eq!(&conn.recv_message().await.unwrap()[..], b"still fine");
     })
     .await;
 }

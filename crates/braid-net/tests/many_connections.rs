@@ -46,7 +46,7 @@ async fn hundred_connections_exchange_random_messages_intact() {
     let pool = random_bytes(SEED, POOL_SIZE);
     let started = Instant::now();
 
-    let total: u64 = bounded(600, "100 connections × 1000 messages", async {
+    let (total, lost, rtos) = bounded(600, "100 connections × 1000 messages", async {
         let mut tasks = Vec::new();
         for c in 0..CONNECTIONS {
             let client = client.clone();
@@ -71,20 +71,25 @@ async fn hundred_connections_exchange_random_messages_intact() {
                 }
                 sender.await.unwrap();
                 conn.close().await.unwrap();
-                bytes
+                let stats = conn.stats();
+                (bytes, stats.packets_lost, stats.rto_count)
             }));
         }
-        let mut total = 0;
+        let (mut total, mut lost, mut rtos) = (0, 0, 0);
         for t in tasks {
-            total += t.await.unwrap();
+            let (bytes, l, r) = t.await.unwrap();
+            total += bytes;
+            lost += l;
+            rtos += r;
         }
-        total
+        (total, lost, rtos)
     })
     .await;
 
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "{CONNECTIONS} connections × {MESSAGES} messages: {:.2} GB echoed in {secs:.1} s ({:.2} Gbit/s each way)",
+        "{CONNECTIONS} connections × {MESSAGES} messages: {:.2} GB echoed in {secs:.1} s ({:.2} Gbit/s each way); \
+         client side: {lost} packets lost, {rtos} retransmission timeouts",
         total as f64 / 1e9,
         total as f64 * 8.0 / secs / 1e9
     );

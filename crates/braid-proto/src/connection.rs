@@ -32,6 +32,8 @@ const PACKET_THRESHOLD: u64 = 3;
 /// Consecutive unanswered retransmission timeouts after which a silent
 /// peer with data outstanding is given up (once the idle timeout passed).
 const UNANSWERED_RTOS_BEFORE_IDLE: u32 = 6;
+/// A data packet at most this many bytes short of full is padded to full.
+const MAX_PAD_TO_FULL: usize = 32;
 /// Most SACK ranges sent in one ACK frame, and kept for received packets.
 const MAX_ACK_RANGES: usize = 32;
 /// Close code sent when a server refuses a connection.
@@ -154,6 +156,8 @@ pub(crate) struct Connection {
     ack_deadline: Option<Instant>,
     last_received: Instant,
     close_reason: Option<CloseReason>,
+    /// `recv_message` has reported the close to the application.
+    app_saw_close: bool,
 
     events: Vec<Event>,
     stats: ConnectionStats,
@@ -248,6 +252,7 @@ impl Connection {
             ack_deadline: None,
             last_received: now,
             close_reason: None,
+            app_saw_close: false,
             events: Vec::new(),
             stats: ConnectionStats::default(),
             config,
@@ -268,9 +273,10 @@ impl Connection {
     pub(crate) fn is_closed(&self) -> bool {
         self.state == State::Closed
     }
-    /// Closed, and the application has nothing left to read.
+    /// Closed, and the application has read everything and been told
+    /// (`recv_message` returned `Closed`): the endpoint may forget it.
     pub(crate) fn is_drained(&self) -> bool {
-        self.state == State::Closed && !self.recv.has_ready()
+        self.state == State::Closed && self.app_saw_close
     }
     pub(crate) fn close_reason(&self) -> Option<&CloseReason> {
         self.close_reason.as_ref()
@@ -331,6 +337,7 @@ impl Connection {
         }
         match (&self.state, &self.close_reason) {
             (State::Closed | State::Draining { .. } | State::Closing { .. }, Some(reason)) => {
+                self.app_saw_close = true;
                 Err(crate::RecvError::Closed(reason.clone()))
             }
             _ => Ok(None),
@@ -854,6 +861,13 @@ impl Connection {
                 ranges.push(chunk.offset..chunk.offset + chunk.len);
                 ack_eliciting = true;
             }
+        }
+        // A data packet the frame-overhead estimate left a few bytes short
+        // of full is padded to full size: GSO batches need equal segments,
+        // and one short datagram ends a batch.
+        let len = buf.len() - start;
+        if ranges.first.is_some() && len < mtu && mtu - len <= MAX_PAD_TO_FULL {
+            wire::encode_padding(buf, mtu - len);
         }
         let app_limited = !self.send.has_data(self.peer_max_data);
         self.finish_packet(now, buf, start, ack_eliciting, ranges, app_limited)

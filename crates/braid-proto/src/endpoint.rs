@@ -435,6 +435,9 @@ impl Endpoint {
                 debug_assert_eq!(buf.len() - before, out.size);
             }
             conn.drain_events(&mut self.events);
+            // Nothing to send. A closed connection is forgotten once the
+            // application has read `RecvError::Closed` (its counters stay
+            // readable until then).
             let Some(destination) = destination else {
                 self.reap(handle);
                 continue;

@@ -3,6 +3,7 @@
 
 mod bench;
 mod demo;
+mod emu;
 mod progmp;
 mod progress;
 mod send;
@@ -48,6 +49,9 @@ enum Command {
     Bench(BenchCommand),
     /// Transfer 1 GiB over Braid and over kernel TCP on loopback and compare.
     Demo(demo::DemoArgs),
+    /// Real-network emulator: hosts in network namespaces joined by emulated links (needs root).
+    #[command(subcommand)]
+    Emu(emu::EmuCommand),
     /// ProgMP multipath scheduler programs: check one, list the shipped ones.
     #[command(subcommand)]
     Progmp(progmp::ProgmpCommand),
@@ -159,6 +163,7 @@ pub fn main() -> ExitCode {
             Command::Sim(SimCommand::Transfer(a)) => sim::run(a).await,
             Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
             Command::Demo(a) => demo::run(a).await,
+            Command::Emu(c) => emu::run(c).await,
             Command::Progmp(c) => progmp::run(c),
         }
     });
