@@ -14,7 +14,7 @@ use super::{emit, parse_cc, parse_link, parse_secs, parse_size, progress, table,
 
 #[derive(Debug, Args)]
 pub struct SimTransferArgs {
-    /// The simulated path, e.g. rtt=20ms,rate=100mbit,loss=1% (keys: delay, rtt, jitter, rate, queue, loss, ge, reorder, reorder_delay, dup, mtu).
+    /// The simulated path, e.g. rtt=20ms,rate=100mbit,loss=1% (keys: delay, rtt, jitter, rate, queue, loss, ge, reorder, reorder_delay, dup, mtu, trace=FILE for a Mahimahi rate trace). Items prefixed a2b: or b2a: apply to one direction only (a2b:rate=10mbit,b2a:rate=1mbit); `SPEC;at=10s:SPEC2` changes the link over time.
     #[arg(long, value_name = "SPEC", value_parser = parse_link)]
     link: LinkSpec,
     /// Bytes each flow transfers (e.g. 10MB, 1GiB).
