@@ -356,7 +356,9 @@ impl Forwarder {
 
     fn run(&mut self) {
         sys::set_timer_slack(Duration::from_nanos(1));
-        sys::set_thread_nice(-10);
+        if !sys::set_thread_realtime(10) {
+            sys::set_thread_nice(-10);
+        }
         let mut pfds: Vec<libc::pollfd> = std::iter::once(sys::pollin(self.wake.raw()))
             .chain(self.fds.iter().map(|f| sys::pollin(f.as_raw_fd())))
             .collect();

@@ -204,6 +204,19 @@ pub fn set_thread_nice(nice: i32) {
     }
 }
 
+/// Run the calling thread under SCHED_FIFO at `priority` (needs root;
+/// best effort, returns whether it took). A busy machine (compiles beside a
+/// measurement) otherwise delays the forwarder's wake-ups by milliseconds,
+/// which shows up as added delay and jitter. The kernel's RT throttling
+/// (`sched_rt_runtime_us`, 95% by default) keeps the rest of the system
+/// alive even if the forwarder misbehaved.
+pub fn set_thread_realtime(priority: i32) -> bool {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: plain syscall on our own thread (0 = the caller) with a valid
+    // parameter struct.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+}
+
 /// A descriptor that becomes readable when process `pid` exits.
 pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     // SAFETY: plain syscall.

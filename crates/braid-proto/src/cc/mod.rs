@@ -15,10 +15,17 @@
 //! (priorities, learners) steer a running flow.
 
 mod cubic;
+mod delay;
+mod ledbat;
+mod multcp;
 mod newreno;
+mod priority;
 
 pub use cubic::Cubic;
+pub use ledbat::{Ledbat, LedbatVariant};
+pub use multcp::MulTcp;
 pub use newreno::NewReno;
+pub use priority::{Priority, PriorityMode};
 
 use std::fmt;
 use std::str::FromStr;
@@ -153,6 +160,16 @@ pub enum CcAlgorithm {
     /// RFC 9438.
     #[default]
     Cubic,
+    /// RFC 6817 LEDBAT with DTL's changes: less than best effort.
+    Ledbat,
+    /// LEDBAT++ (draft-irtf-iccrg-ledbat-plus-plus).
+    #[serde(rename = "ledbat++")]
+    LedbatPlusPlus,
+    /// MulTCP with N = 1 virtual flow (set `n` to change it).
+    MulTcp,
+    /// DTL's priority controller, priority 1 (set `priority` to change it:
+    /// 0 = LEDBAT, p > 0 = MulTCP with N = p).
+    Priority,
 }
 
 impl CcAlgorithm {
@@ -165,6 +182,14 @@ impl CcAlgorithm {
         match self {
             CcAlgorithm::NewReno => Box::new(NewReno::new(max_datagram_size, initial_window)),
             CcAlgorithm::Cubic => Box::new(Cubic::new(max_datagram_size, initial_window)),
+            CcAlgorithm::Ledbat => Box::new(Ledbat::new(max_datagram_size, initial_window)),
+            CcAlgorithm::LedbatPlusPlus => {
+                Box::new(Ledbat::plus_plus(max_datagram_size, initial_window))
+            }
+            CcAlgorithm::MulTcp => Box::new(
+                MulTcp::new(max_datagram_size, initial_window, 1.0).expect("N = 1 is valid"),
+            ),
+            CcAlgorithm::Priority => Box::new(Priority::new(max_datagram_size, initial_window)),
         }
     }
 
@@ -173,6 +198,10 @@ impl CcAlgorithm {
         match self {
             CcAlgorithm::NewReno => "newreno",
             CcAlgorithm::Cubic => "cubic",
+            CcAlgorithm::Ledbat => "ledbat",
+            CcAlgorithm::LedbatPlusPlus => "ledbat++",
+            CcAlgorithm::MulTcp => "multcp",
+            CcAlgorithm::Priority => "priority",
         }
     }
 }
@@ -185,7 +214,7 @@ impl fmt::Display for CcAlgorithm {
 
 /// An unknown congestion-control name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown congestion control `{0}`: expected one of newreno, cubic")]
+#[error("unknown congestion control `{0}`: expected one of newreno, cubic, ledbat, ledbat++, multcp, priority")]
 pub struct UnknownCcAlgorithm(pub String);
 
 impl FromStr for CcAlgorithm {
@@ -194,6 +223,10 @@ impl FromStr for CcAlgorithm {
         match s.to_ascii_lowercase().as_str() {
             "newreno" | "reno" => Ok(CcAlgorithm::NewReno),
             "cubic" => Ok(CcAlgorithm::Cubic),
+            "ledbat" => Ok(CcAlgorithm::Ledbat),
+            "ledbat++" | "ledbatpp" => Ok(CcAlgorithm::LedbatPlusPlus),
+            "multcp" => Ok(CcAlgorithm::MulTcp),
+            "priority" | "dtl" => Ok(CcAlgorithm::Priority),
             _ => Err(UnknownCcAlgorithm(s.to_string())),
         }
     }

@@ -61,6 +61,7 @@ fn transport_config(braid: &TransportConfig) -> anyhow::Result<quinn::TransportC
             cc.initial_window(initial_window);
             t.congestion_controller_factory(Arc::new(cc));
         }
+        other => anyhow::bail!("quinn has no `{other}` congestion control: compare with --cc newreno or cubic"),
     }
     Ok(t)
 }

@@ -1,0 +1,562 @@
+//! MulTCP: one connection that takes the share of N TCP flows.
+//!
+//! MulTCP (Crowcroft and Oechslin, 1998) changes the parameters of TCP's
+//! AIMD so that one flow behaves like an aggregate of N virtual flows; N is
+//! any positive real here. The window bookkeeping (recovery period,
+//! FlightSize, timeout loss window) is NewReno's
+//! ([`super::newreno::Window`], RFC 5681 / RFC 6582); this module decides
+//! how much to grow and to shrink:
+//!
+//! - **Congestion avoidance**: N TCP flows each grow by one segment per
+//!   round trip, so the aggregate grows by `a = N` segments per round trip:
+//!   `cwnd += a·SMSS·bytes_acked/cwnd`.
+//! - **Loss** (MulTCP2, Nabeshima et al.): original MulTCP shrinks as one of
+//!   the N flows would, `cwnd ×= 1 − 1/(2N)`, but its steady-state window
+//!   is then up to √(4/3) ≈ 1.15 times that of N TCP flows. MulTCP2 picks
+//!   the decrease `b` that gives exactly N times TCP's steady-state window:
+//!   for AIMD(a, b) the mean window is `√(a(2−b)/(2bp))` segments at loss
+//!   rate p; with `a = N` and TCP's `√(3/(2p))` times N this gives
+//!   `b = 2/(3N + 1)` (b = ½ for N = 1). `multcp2 = 0` selects the original
+//!   decrease.
+//! - **N < 1**: `2/(3N+1)` would exceed ½ (and the original `1/(2N)` reach
+//!   1 at N = ½), so below one flow the decrease stays TCP's ½ and the
+//!   increase is `a = N²`, which by the same formula gives N times TCP's
+//!   window (continuous with N ≥ 1 at N = 1).
+//! - **Slow start** (smooth slow start): N flows would start with N initial
+//!   windows, which sent at once is a burst. Instead the window starts like
+//!   one flow and grows by up to *two* bytes per acknowledged byte (×3 per
+//!   round trip) while it is behind the N virtual flows' aggregate (which
+//!   doubles per round trip from N initial windows; within a round it is
+//!   interpolated by the bytes acknowledged), then by one byte per byte
+//!   (doubling) with them. So at most three packets leave per
+//!   acknowledgement, and pacing spreads them further. Slow start ends at
+//!   ssthresh or at the first loss, as in RFC 5681.
+//! - **Timeout**: RFC 5681 §3.1, ssthresh set with the MulTCP decrease.
+//!
+//! Application-limited acknowledgements never grow the window.
+
+use braid_core::Instant;
+
+use super::newreno::{f64_to_bytes, Window};
+use super::{Acked, CcError, CongestionController};
+
+/// Largest accepted N: DTL reports that MulTCP stops scaling beyond about
+/// 10 virtual flows; 100 leaves room to experiment.
+pub(super) const MAX_N: f64 = 100.0;
+
+/// MulTCP's state and rules, applied to a [`Window`] it does not own so
+/// that [`super::Priority`] can hand the same window to LEDBAT and back.
+#[derive(Debug, Clone)]
+pub(super) struct MulTcpCore {
+    n: f64,
+    multcp2: bool,
+    /// Smooth slow start bookkeeping, during the initial slow start only.
+    smooth: Option<SmoothStart>,
+    /// Growth below one byte, kept so that small increments add up.
+    frac: f64,
+}
+
+impl MulTcpCore {
+    /// MulTCP2 with `n` virtual flows (callers validate `n`), for a window
+    /// that starts at `initial_window` bytes.
+    pub(super) fn new(n: f64, initial_window: u64) -> Self {
+        MulTcpCore {
+            n,
+            multcp2: true,
+            smooth: Some(SmoothStart {
+                flow_at_round_start: initial_window as f64,
+                round_cwnd: initial_window as f64,
+                round_acked: 0.0,
+            }),
+            frac: 0.0,
+        }
+    }
+
+    pub(super) fn n(&self) -> f64 {
+        self.n
+    }
+
+    /// Callers validate with [`check_n`].
+    pub(super) fn set_n(&mut self, n: f64) {
+        self.n = n;
+    }
+
+    /// Additive increase, segments per round trip.
+    pub(super) fn increase(&self) -> f64 {
+        if self.n >= 1.0 {
+            self.n
+        } else {
+            self.n * self.n
+        }
+    }
+
+    /// Multiplicative decrease: the fraction of the window given up on loss.
+    pub(super) fn decrease(&self) -> f64 {
+        if self.n < 1.0 {
+            0.5
+        } else if self.multcp2 {
+            2.0 / (3.0 * self.n + 1.0)
+        } else {
+            1.0 / (2.0 * self.n)
+        }
+    }
+
+    /// Takes over `w` from another controller (DTL's run-time switch). The
+    /// window is kept. `from_slow_start`: the previous controller was still
+    /// in its initial slow start, which then simply continues; otherwise,
+    /// if the window is below ssthresh (after a timeout, or a LEDBAT++
+    /// slowdown whose window ssthresh remembers) slow start restores it, and
+    /// if not, congestion avoidance starts from the current window.
+    pub(super) fn enter(&mut self, w: &mut Window, from_slow_start: bool, restoring: bool) {
+        self.frac = 0.0;
+        self.smooth = None;
+        if from_slow_start {
+            w.ssthresh = u64::MAX;
+        } else if !restoring || w.ssthresh == u64::MAX {
+            w.ssthresh = w.cwnd.max(w.min_window);
+        }
+    }
+
+    fn cwnd(&self, w: &Window) -> f64 {
+        w.cwnd as f64 + self.frac
+    }
+
+    fn set_cwnd(&mut self, w: &mut Window, x: f64) {
+        if !x.is_finite() {
+            return;
+        }
+        let whole = f64_to_bytes(x);
+        // Growth only: never shrink on an acknowledgement.
+        if whole >= w.cwnd {
+            w.cwnd = whole;
+            self.frac = if whole == u64::MAX {
+                0.0
+            } else {
+                (x - whole as f64).clamp(0.0, 0.999_999)
+            };
+        }
+    }
+
+    pub(super) fn on_ack(&mut self, w: &mut Window, acked: &Acked) {
+        let grow = w.on_ack(acked) as f64;
+        if grow <= 0.0 {
+            return;
+        }
+        let mut rest = grow;
+        if w.cwnd < w.ssthresh {
+            // Smooth slow start: one extra byte per byte acknowledged while
+            // behind the virtual flows' aggregate.
+            let cwnd = self.cwnd(w);
+            let extra = match self.smooth.as_mut() {
+                Some(s) => s.extra(self.n, cwnd, grow),
+                None => 0.0,
+            };
+            let room = w.ssthresh as f64 - cwnd;
+            let step = (grow + extra).min(room.max(0.0));
+            self.set_cwnd(w, cwnd + step);
+            // Bytes beyond ssthresh count toward congestion avoidance.
+            rest = (grow - step).max(0.0);
+            if w.cwnd >= w.ssthresh {
+                self.smooth = None;
+            }
+        }
+        if rest > 0.0 && w.cwnd >= w.ssthresh {
+            let cwnd = self.cwnd(w).max(1.0);
+            let smss = w.smss as f64;
+            self.set_cwnd(w, cwnd + self.increase() * smss * rest / cwnd);
+        }
+    }
+
+    pub(super) fn on_congestion_event(
+        &mut self,
+        w: &mut Window,
+        now: Instant,
+        lost_sent_time: Instant,
+        lost_bytes: u64,
+        persistent: bool,
+    ) {
+        if let Some(flight_size) = w.begin_recovery(now, lost_sent_time) {
+            w.reduce_to(flight_size as f64 * (1.0 - self.decrease()));
+            self.frac = 0.0;
+            self.smooth = None;
+        }
+        w.remove_lost(lost_bytes);
+        if persistent {
+            w.persistent_congestion();
+            self.frac = 0.0;
+        }
+    }
+
+    pub(super) fn on_timeout(&mut self, w: &mut Window, now: Instant) {
+        w.on_timeout(now, 1.0 - self.decrease());
+        self.frac = 0.0;
+        self.smooth = None;
+    }
+
+    /// Sets a MulTCP parameter other than N; `None` if the name is not one
+    /// of MulTCP's. Nothing changes when the value is rejected.
+    pub(super) fn set_parameter(&mut self, name: &str, value: f64) -> Option<Result<(), CcError>> {
+        match name {
+            "multcp2" => Some(if value == 0.0 || value == 1.0 {
+                self.multcp2 = value == 1.0;
+                Ok(())
+            } else {
+                Err(CcError::OutOfRange {
+                    name: "multcp2",
+                    value,
+                    expected: "1 (MulTCP2 loss response, Nabeshima et al.) or 0 (original MulTCP)",
+                })
+            }),
+            _ => None,
+        }
+    }
+
+    pub(super) fn multcp2(&self) -> f64 {
+        if self.multcp2 {
+            1.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Where N virtual flows in slow start would be, by round trips of the real
+/// flow (a round ends once a round-start window has been acknowledged,
+/// RFC 3465 style).
+#[derive(Debug, Clone, Copy)]
+struct SmoothStart {
+    /// The window of *one* virtual flow at the start of the round, bytes.
+    flow_at_round_start: f64,
+    /// The real window at the start of the round, bytes.
+    round_cwnd: f64,
+    /// Bytes acknowledged in this round.
+    round_acked: f64,
+}
+
+impl SmoothStart {
+    /// Extra growth allowed for `grow` acknowledged bytes: what brings the
+    /// window up to the N flows' aggregate, at most `grow`.
+    fn extra(&mut self, n: f64, cwnd: f64, grow: f64) -> f64 {
+        let round = self.round_cwnd.max(1.0);
+        self.round_acked += grow;
+        // The virtual flows double over the round as their acks come in.
+        let flow = self.flow_at_round_start * (1.0 + (self.round_acked / round).min(1.0));
+        let extra = (n.max(1.0) * flow - (cwnd + grow)).clamp(0.0, grow);
+        if self.round_acked >= round {
+            self.flow_at_round_start = flow;
+            self.round_cwnd = cwnd + grow + extra;
+            self.round_acked = 0.0;
+        }
+        extra
+    }
+}
+
+/// Checks a number of virtual flows: a real in (0, 100].
+pub(super) fn check_n(name: &'static str, value: f64) -> Result<f64, CcError> {
+    if value > 0.0 && value <= MAX_N {
+        Ok(value)
+    } else {
+        Err(CcError::OutOfRange {
+            name,
+            value,
+            expected: "a number of virtual flows greater than 0 and at most 100",
+        })
+    }
+}
+
+/// MulTCP congestion control with N virtual flows (MulTCP2 loss response,
+/// smooth slow start), see the module docs.
+///
+/// Parameters ([`CongestionController::set_parameter`]):
+/// - `n`: number of virtual flows, a real in (0, 100], default 1;
+/// - `multcp2`: 1 = MulTCP2 decrease `2/(3N+1)` (default), 0 = original
+///   MulTCP `1/(2N)`;
+/// - `min_window`: floor of every reduction in bytes, in `[SMSS, 2^30]`,
+///   default 2·SMSS.
+///
+/// ```
+/// use braid_proto::cc::{CongestionController, MulTcp};
+/// use braid_proto::Instant;
+///
+/// let mut cc = MulTcp::new(1000, 100 * 1000, 3.0).unwrap();
+/// for i in 1..=100 {
+///     cc.on_sent(Instant::ZERO, 1000, i * 1000);
+/// }
+/// // MulTCP2: a loss gives up b = 2/(3N+1) = 0.2 of the flight size.
+/// cc.on_congestion_event(Instant::from_micros(50_000), Instant::ZERO, 1000, false);
+/// assert_eq!(cc.window(), 80_000);
+/// assert!(MulTcp::new(1000, 10_000, 0.0).is_err());
+/// cc.set_parameter("n", 2.5).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct MulTcp {
+    window: Window,
+    core: MulTcpCore,
+}
+
+impl MulTcp {
+    /// MulTCP with `n` virtual flows for packets of `max_datagram_size`
+    /// bytes, starting with `initial_window` bytes (raised to the 2·SMSS
+    /// minimum if smaller). Fails unless `0 < n ≤ 100`.
+    pub fn new(max_datagram_size: u64, initial_window: u64, n: f64) -> Result<Self, CcError> {
+        let n = check_n("n", n)?;
+        let window = Window::new(max_datagram_size, initial_window);
+        let core = MulTcpCore::new(n, window.cwnd);
+        Ok(MulTcp { window, core })
+    }
+
+    /// The number of virtual flows.
+    pub fn n(&self) -> f64 {
+        self.core.n()
+    }
+
+    /// True from a window reduction until a packet sent after it is
+    /// acknowledged (RFC 6582 §3.2).
+    pub fn in_recovery(&self) -> bool {
+        self.window.in_recovery()
+    }
+}
+
+impl CongestionController for MulTcp {
+    fn name(&self) -> &'static str {
+        "multcp"
+    }
+
+    fn on_sent(&mut self, _now: Instant, _bytes: u64, bytes_in_flight: u64) {
+        self.window.set_flight(bytes_in_flight);
+    }
+
+    fn on_ack(&mut self, _now: Instant, acked: &Acked) {
+        self.core.on_ack(&mut self.window, acked);
+    }
+
+    fn on_ack_end(&mut self, _now: Instant, bytes_in_flight: u64) {
+        self.window.set_flight(bytes_in_flight);
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        lost_sent_time: Instant,
+        lost_bytes: u64,
+        persistent: bool,
+    ) {
+        self.core.on_congestion_event(
+            &mut self.window,
+            now,
+            lost_sent_time,
+            lost_bytes,
+            persistent,
+        );
+    }
+
+    fn on_retransmission_timeout(&mut self, now: Instant) {
+        self.core.on_timeout(&mut self.window, now);
+    }
+
+    fn window(&self) -> u64 {
+        self.window.cwnd
+    }
+
+    fn ssthresh(&self) -> u64 {
+        self.window.ssthresh
+    }
+
+    fn set_parameter(&mut self, name: &str, value: f64) -> Result<(), CcError> {
+        match name {
+            "n" => {
+                self.core.set_n(check_n("n", value)?);
+                Ok(())
+            }
+            "min_window" => self.window.set_min_window(value),
+            _ => self.core.set_parameter(name, value).unwrap_or_else(|| {
+                Err(CcError::UnknownParameter {
+                    controller: "multcp",
+                    name: name.to_string(),
+                    known: "n, multcp2, min_window".to_string(),
+                })
+            }),
+        }
+    }
+
+    fn parameters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("n", self.core.n()),
+            ("multcp2", self.core.multcp2()),
+            ("min_window", self.window.min_window as f64),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::newreno::test_support::{self, acked, ms, round, send, SMSS};
+    use super::*;
+    use proptest::prelude::*;
+
+    const S: u64 = SMSS;
+
+    fn t(x: u64) -> Instant {
+        Instant::ZERO + ms(x)
+    }
+
+    /// Mean window of AIMD(a, b) at loss rate p, in segments (the
+    /// deterministic sawtooth: a per RTT up, ×(1−b) per loss).
+    fn aimd_mean_window(a: f64, b: f64, p: f64) -> f64 {
+        (a * (2.0 - b) / (2.0 * b * p)).sqrt()
+    }
+
+    #[test]
+    fn multcp2_gives_exactly_n_times_tcp_in_steady_state() {
+        let p = 1e-3;
+        let tcp = aimd_mean_window(1.0, 0.5, p);
+        for n in [0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 10.0] {
+            let core = MulTcpCore::new(n, 0);
+            let ratio = aimd_mean_window(core.increase(), core.decrease(), p) / tcp;
+            assert!((ratio - n).abs() < 1e-9, "N = {n}: ratio {ratio}");
+        }
+        // The original MulTCP overshoots, up to √(4/3) for large N.
+        let mut original = MulTcpCore::new(10.0, 0);
+        original.multcp2 = false;
+        let ratio = aimd_mean_window(original.increase(), original.decrease(), p) / tcp;
+        assert!(
+            ratio > 11.0 && ratio < 10.0 * (4.0f64 / 3.0).sqrt(),
+            "{ratio}"
+        );
+    }
+
+    #[test]
+    fn decrease_factors() {
+        let b = |n: f64, multcp2: bool| {
+            let mut c = MulTcpCore::new(n, 0);
+            c.multcp2 = multcp2;
+            c.decrease()
+        };
+        assert_eq!(b(1.0, true), 0.5);
+        assert_eq!(b(2.0, true), 2.0 / 7.0);
+        assert_eq!(b(4.0, true), 2.0 / 13.0);
+        assert_eq!(b(2.0, false), 0.25);
+        assert_eq!(b(0.5, true), 0.5);
+        assert_eq!(MulTcpCore::new(0.5, 0).increase(), 0.25);
+    }
+
+    #[test]
+    fn congestion_avoidance_grows_n_segments_per_round_trip() {
+        for n in [1.0, 2.0, 3.0, 4.0] {
+            let mut cc = MulTcp::new(S, 100 * S, n).unwrap();
+            send(&mut cc, t(0), 100);
+            cc.on_congestion_event(t(10), t(0), S, false);
+            let start = cc.window() as f64;
+            let mut now = t(20);
+            for _ in 0..10 {
+                now = round(&mut cc, now, ms(50), false);
+            }
+            let grown = (cc.window() as f64 - start) / S as f64;
+            // Ten round trips of about N segments each (byte counting with
+            // a growing window is slightly below N per round).
+            assert!(
+                grown > 10.0 * n - 1.0 && grown <= 10.0 * n,
+                "N = {n}: {grown}"
+            );
+        }
+    }
+
+    #[test]
+    fn loss_shrinks_by_the_multcp2_factor_once_per_round_trip() {
+        let mut cc = MulTcp::new(S, 70 * S, 2.0).unwrap();
+        send(&mut cc, t(0), 70);
+        cc.on_congestion_event(t(10), t(0), S, false);
+        assert_eq!(cc.window(), 50 * S); // 70·(1 − 2/7)
+        assert_eq!(cc.ssthresh(), 50 * S);
+        cc.on_congestion_event(t(11), t(0), S, false);
+        assert_eq!(cc.window(), 50 * S);
+        assert!(cc.in_recovery());
+        cc.set_parameter("multcp2", 0.0).unwrap();
+        send(&mut cc, t(20), 40);
+        cc.on_congestion_event(t(70), t(20), S, false);
+        assert_eq!(cc.window(), 30 * S); // 40·(1 − 1/4)
+    }
+
+    #[test]
+    fn smooth_slow_start_catches_up_with_n_flows_then_doubles() {
+        let mut cc = MulTcp::new(S, 10 * S, 4.0).unwrap();
+        let mut now = t(0);
+        let mut windows = vec![cc.window() / S];
+        for _ in 0..5 {
+            now = round(&mut cc, now, ms(50), false);
+            windows.push(cc.window() / S);
+        }
+        // ×3 per round while behind 4 flows' 40·2^k (40, 80, 160, 320,
+        // 640, 1280), then ×2 with them.
+        assert_eq!(windows[..4], [10, 30, 90, 270]);
+        assert!(windows[4].abs_diff(640) <= 2, "{windows:?}");
+        assert!(windows[5].abs_diff(1280) <= 4, "{windows:?}");
+        for pair in windows.windows(2) {
+            assert!(pair[1] <= 3 * pair[0]);
+        }
+        // One flow: plain slow start.
+        let mut cc = MulTcp::new(S, 10 * S, 1.0).unwrap();
+        round(&mut cc, t(0), ms(50), false);
+        assert_eq!(cc.window(), 20 * S);
+    }
+
+    #[test]
+    fn timeout_uses_the_multcp_decrease_for_ssthresh() {
+        let mut cc = MulTcp::new(S, 70 * S, 2.0).unwrap();
+        send(&mut cc, t(0), 70);
+        cc.on_retransmission_timeout(t(500));
+        assert_eq!(cc.window(), S);
+        assert_eq!(cc.ssthresh(), 50 * S);
+        cc.on_sent(t(501), S, S);
+        cc.on_ack(t(550), &acked(t(501), S, ms(50), false));
+        assert_eq!(cc.window(), 2 * S);
+    }
+
+    #[test]
+    fn app_limited_acks_do_not_grow_the_window() {
+        let mut cc = MulTcp::new(S, 10 * S, 3.0).unwrap();
+        round(&mut cc, t(0), ms(50), true);
+        assert_eq!(cc.window(), 10 * S);
+    }
+
+    #[test]
+    fn parameters_are_validated() {
+        assert!(MulTcp::new(S, S, f64::NAN).is_err());
+        assert!(MulTcp::new(S, S, 101.0).is_err());
+        let mut cc = MulTcp::new(S, 10 * S, 0.5).unwrap();
+        for (name, bad) in [
+            ("n", 0.0),
+            ("n", -1.0),
+            ("n", f64::INFINITY),
+            ("multcp2", 0.5),
+        ] {
+            let before = cc.parameters();
+            let err = cc.set_parameter(name, bad).unwrap_err();
+            assert!(err.to_string().contains(name), "{err}");
+            assert_eq!(cc.parameters(), before);
+        }
+        assert!(cc
+            .set_parameter("priority", 1.0)
+            .unwrap_err()
+            .to_string()
+            .contains("n, multcp2, min_window"));
+        cc.set_parameter("n", 2.5).unwrap();
+        assert_eq!(
+            cc.parameters(),
+            vec![("n", 2.5), ("multcp2", 1.0), ("min_window", (2 * S) as f64)]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn random_event_sequences_keep_the_window_sane(
+            smss in 0u64..2000,
+            iw in 0u64..100_000,
+            n in 0.01f64..100.0,
+            ops in prop::collection::vec(test_support::op(), 0..200),
+        ) {
+            let mut cc = MulTcp::new(smss, iw, n).unwrap();
+            test_support::check_invariants(&mut cc, smss, &ops);
+        }
+    }
+}
