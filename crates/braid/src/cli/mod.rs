@@ -9,6 +9,7 @@ mod progress;
 mod send;
 mod serve;
 mod sim;
+mod sim_priority;
 mod table;
 
 use std::net::SocketAddr;
@@ -61,6 +62,8 @@ enum Command {
 enum SimCommand {
     /// Bulk transfer over a simulated link, in virtual time.
     Transfer(sim::SimTransferArgs),
+    /// DTL priority scenarios (polite, latecomer, multcp, switch, five): LEDBAT/MulTCP flows against TCP.
+    Priority(sim_priority::SimPriorityArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -161,6 +164,7 @@ pub fn main() -> ExitCode {
             Command::Serve(a) => serve::run(a).await,
             Command::Send(a) => send::run(a).await,
             Command::Sim(SimCommand::Transfer(a)) => sim::run(a).await,
+            Command::Sim(SimCommand::Priority(a)) => sim_priority::run(a).await,
             Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Emu(c) => emu::run(c).await,

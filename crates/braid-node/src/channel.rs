@@ -1,0 +1,345 @@
+//! Channels of the connection-oriented transports (seed 000 §III-C):
+//! created on first use, messages queued while the connection opens, kept
+//! while used, closed after being idle.
+//!
+//! One task per channel owns the connection and a FIFO queue, which gives
+//! FIFO order per destination. Every transport with channels (TCP and
+//! Braid now, Exon later) plugs in through [`Link`]; the table, the
+//! queueing, idle closing and notifications are shared.
+//!
+//! The idle close must not race with a sender: senders register a pending
+//! message under the table lock before queueing it, and the task only
+//! closes (removing itself from the table, under the same lock) when
+//! nothing is pending. So a message is either sent on the old connection
+//! or, after the close, opens a new one, never both at once: FIFO holds
+//! across an idle close.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::notify::Notifier;
+use crate::stats::{bump, Counters};
+use crate::{FailReason, Transport};
+
+/// Resolves, with a reason, once the transport saw the connection die.
+pub(crate) type ClosedSignal = Pin<Box<dyn Future<Output = String> + Send>>;
+
+/// An open connection of a transport with channels.
+pub(crate) trait Link: Send + 'static {
+    /// Hand `frame` (TCP: with its length prefix) to the transport;
+    /// returns once the transport took it (waiting while it applies
+    /// backpressure).
+    fn send(&mut self, frame: &crate::wire::Encoded) -> impl Future<Output = Result<(), String>> + Send;
+    /// Cumulative transport bytes the peer acknowledged, when the
+    /// transport can know (Braid); `None` otherwise.
+    fn acked(&self) -> Option<u64>;
+    /// Transport bytes one frame of `len` bytes adds to the count of
+    /// [`Link::acked`].
+    fn cost(&self, len: usize) -> u64;
+    /// Close gracefully; true if everything sent was acknowledged.
+    fn close(self) -> impl Future<Output = bool> + Send;
+}
+
+/// A message on its way through a channel.
+pub(crate) struct Outgoing {
+    pub(crate) frame: crate::wire::Encoded,
+    pub(crate) notifier: Notifier,
+}
+
+struct Handle {
+    id: u64,
+    tx: mpsc::Sender<Outgoing>,
+    pending: Arc<AtomicUsize>,
+}
+
+type Key = (Transport, SocketAddr);
+
+/// The channel table of a node.
+pub(crate) struct Channels {
+    map: Mutex<HashMap<Key, Handle>>,
+    next_id: AtomicU64,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// What a channel task needs from its node.
+#[derive(Clone)]
+pub(crate) struct ChannelEnv {
+    pub(crate) channels: Arc<Channels>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) queue: usize,
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+impl Channels {
+    pub(crate) fn new() -> Self {
+        Channels { map: Mutex::new(HashMap::new()), next_id: AtomicU64::new(0), tasks: Mutex::new(Vec::new()) }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Handle>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of open (or opening) channels.
+    pub(crate) fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Remove channel `id` from the table (if it is still there) and stop
+    /// its queue from accepting messages.
+    fn retire(&self, key: Key, id: u64, rx: &mut mpsc::Receiver<Outgoing>) {
+        let mut m = self.map();
+        if m.get(&key).is_some_and(|h| h.id == id) {
+            m.remove(&key);
+        }
+        rx.close();
+    }
+
+    /// Remove channel `id` if nothing is pending for it; true if removed.
+    fn retire_if_idle(&self, key: Key, id: u64, pending: &AtomicUsize, rx: &mut mpsc::Receiver<Outgoing>) -> bool {
+        let mut m = self.map();
+        if pending.load(Ordering::Acquire) != 0 {
+            return false;
+        }
+        if m.get(&key).is_some_and(|h| h.id == id) {
+            m.remove(&key);
+        }
+        rx.close();
+        true
+    }
+
+    /// Take the task handles (to wait for them at close).
+    pub(crate) fn take_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Queue `out` on the channel to `key`, opening it with `connect` if
+    /// there is none.
+    pub(crate) async fn send<L, F, C>(env: &ChannelEnv, key: Key, out: Outgoing, connect: C)
+    where
+        L: Link,
+        F: Future<Output = Result<(L, ClosedSignal), String>> + Send + 'static,
+        C: FnOnce() -> F,
+    {
+        let mut out = out;
+        let mut connect = Some(connect);
+        // A message is retried only if the channel it was queued on was
+        // retired before taking it: it never reached a connection (at most
+        // once holds), and whatever that channel held before it either
+        // went out or failed (FIFO holds).
+        for _ in 0..3 {
+            let tx = {
+                let mut m = env.channels.map();
+                let h = match m.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        let Some(connect) = connect.take() else { break };
+                        let id = env.channels.next_id.fetch_add(1, Ordering::Relaxed);
+                        let (tx, rx) = mpsc::channel(env.queue);
+                        let pending = Arc::new(AtomicUsize::new(0));
+                        let task = tokio::spawn(run::<L, F>(env.clone(), key, id, rx, pending.clone(), connect()));
+                        let mut tasks = env.channels.tasks.lock().unwrap_or_else(|e| e.into_inner());
+                        tasks.retain(|t| !t.is_finished());
+                        tasks.push(task);
+                        e.insert(Handle { id, tx, pending })
+                    }
+                };
+                h.pending.fetch_add(1, Ordering::AcqRel);
+                h.tx.clone()
+            };
+            match tx.send(out).await {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(back)) => out = back,
+            }
+            if *env.shutdown.borrow() {
+                break;
+            }
+            // Let the retired channel's task finish failing its queue.
+            tokio::task::yield_now().await;
+        }
+        bump(&env.counters.messages_failed);
+        out.notifier.failed(FailReason::ConnectionLost("channel closed before the message was sent".into()));
+    }
+}
+
+fn fail_all(rx: &mut mpsc::Receiver<Outgoing>, counters: &Counters, reason: &FailReason) {
+    while let Ok(out) = rx.try_recv() {
+        bump(&counters.messages_failed);
+        out.notifier.failed(reason.clone());
+    }
+}
+
+/// Messages sent whose acknowledgement is awaited (only those with a
+/// notification), with the cumulative transport byte count that covers
+/// them.
+struct Awaiting(VecDeque<(u64, Notifier)>);
+
+impl Awaiting {
+    fn release(&mut self, acked: u64) {
+        while self.0.front().is_some_and(|(end, _)| *end <= acked) {
+            if let Some((_, n)) = self.0.pop_front() {
+                n.delivered();
+            }
+        }
+    }
+    fn fail(&mut self, counters: &Counters, reason: &FailReason) {
+        for (_, n) in self.0.drain(..) {
+            bump(&counters.messages_failed);
+            n.failed(reason.clone());
+        }
+    }
+}
+
+/// How often acknowledgements are polled while notifications wait for
+/// them (Braid's counters have no change notification).
+const ACK_POLL: Duration = Duration::from_millis(2);
+
+async fn run<L: Link, F>(
+    env: ChannelEnv,
+    key: Key,
+    id: u64,
+    mut rx: mpsc::Receiver<Outgoing>,
+    pending: Arc<AtomicUsize>,
+    connect: F,
+) where
+    F: Future<Output = Result<(L, ClosedSignal), String>> + Send + 'static,
+{
+    let (transport, addr) = key;
+    let counters = env.counters.clone();
+    let tc = counters.transport(transport);
+    let opened = match tokio::time::timeout(env.connect_timeout, connect).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("no connection within {:?}", env.connect_timeout)),
+    };
+    let (mut link, mut closed) = match opened {
+        Ok(l) => l,
+        Err(reason) => {
+            tracing::debug!(%transport, %addr, %reason, "channel failed to open");
+            bump(&counters.channel_failures);
+            env.channels.retire(key, id, &mut rx);
+            fail_all(&mut rx, &counters, &FailReason::ConnectFailed { transport, addr, reason });
+            return;
+        }
+    };
+    bump(&counters.channels_opened);
+    tracing::debug!(%transport, %addr, "channel open");
+    let mut shutdown = env.shutdown.clone();
+    let mut sent_bytes: u64 = 0;
+    let mut awaiting = Awaiting(VecDeque::new());
+    let mut idle_deadline = Instant::now() + env.idle_timeout;
+    let mut poll = tokio::time::interval(ACK_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            reason = &mut closed => {
+                lost(&env, key, id, &mut rx, &mut awaiting, reason);
+                return;
+            }
+            m = rx.recv() => {
+                let Some(mut out) = m else { break };
+                pending.fetch_sub(1, Ordering::AcqRel);
+                let len = out.frame.frame_len();
+                match link.send(&out.frame).await {
+                    Ok(()) => {
+                        if let Some(tc) = tc {
+                            tc.on_sent(len);
+                        }
+                        sent_bytes += link.cost(len);
+                        out.notifier.sent();
+                        if link.acked().is_some() && out.notifier.is_wanted() {
+                            awaiting.0.push_back((sent_bytes, out.notifier));
+                        }
+                    }
+                    Err(reason) => {
+                        bump(&counters.messages_failed);
+                        out.notifier.failed(FailReason::ConnectionLost(reason.clone()));
+                        lost(&env, key, id, &mut rx, &mut awaiting, reason);
+                        return;
+                    }
+                }
+                idle_deadline = Instant::now() + env.idle_timeout;
+            }
+            _ = poll.tick(), if !awaiting.0.is_empty() => {
+                if let Some(a) = link.acked() {
+                    awaiting.release(a);
+                }
+            }
+            _ = tokio::time::sleep_until(idle_deadline) => {
+                if env.channels.retire_if_idle(key, id, &pending, &mut rx) {
+                    bump(&counters.channels_idle_closed);
+                    tracing::debug!(%transport, %addr, "channel idle, closing");
+                    break;
+                }
+                idle_deadline = Instant::now() + env.idle_timeout;
+            }
+            _ = crate::node::stopped(&mut shutdown) => {
+                env.channels.retire(key, id, &mut rx);
+                break;
+            }
+        }
+    }
+    // Closing: what is still queued (only possible at shutdown) is sent
+    // first, then the connection is closed gracefully.
+    while let Ok(mut out) = rx.try_recv() {
+        let len = out.frame.frame_len();
+        match link.send(&out.frame).await {
+            Ok(()) => {
+                if let Some(tc) = tc {
+                    tc.on_sent(len);
+                }
+                sent_bytes += link.cost(len);
+                out.notifier.sent();
+                if link.acked().is_some() && out.notifier.is_wanted() {
+                    awaiting.0.push_back((sent_bytes, out.notifier));
+                }
+            }
+            Err(reason) => {
+                bump(&counters.messages_failed);
+                out.notifier.failed(FailReason::ConnectionLost(reason.clone()));
+                fail_all(&mut rx, &counters, &FailReason::ConnectionLost(reason.clone()));
+                awaiting.fail(&counters, &FailReason::ConnectionLost(reason));
+                return;
+            }
+        }
+    }
+    let acked_before_close = link.acked();
+    if link.close().await {
+        awaiting.release(u64::MAX);
+    } else {
+        if let Some(a) = acked_before_close {
+            awaiting.release(a);
+        }
+        awaiting.fail(&counters, &FailReason::ConnectionLost("connection ended before every message was acknowledged".into()));
+    }
+}
+
+fn lost(env: &ChannelEnv, key: Key, id: u64, rx: &mut mpsc::Receiver<Outgoing>, awaiting: &mut Awaiting, reason: String) {
+    let (transport, addr) = key;
+    tracing::debug!(%transport, %addr, %reason, "channel lost");
+    bump(&env.counters.channel_failures);
+    env.channels.retire(key, id, rx);
+    let r = FailReason::ConnectionLost(reason);
+    awaiting.fail(&env.counters, &r);
+    fail_all(rx, &env.counters, &r);
+}
+
+/// Bytes of Braid's length prefix (a QUIC-style varint) for a message of
+/// `len` bytes: what Braid's stream offsets count on top of the message.
+pub(crate) fn braid_varint_len(len: usize) -> u64 {
+    match len {
+        0..=63 => 1,
+        64..=16_383 => 2,
+        16_384..=1_073_741_823 => 4,
+        _ => 8,
+    }
+}

@@ -1,0 +1,108 @@
+//! Node configuration.
+
+use std::time::Duration;
+
+use crate::{ConfigError, Transport};
+
+/// Dropping a fraction of outgoing UDP datagrams on purpose, to test an
+/// application's behaviour under loss without a lossy network.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UdpLoss {
+    /// Probability of dropping each datagram, in `[0, 1]`.
+    pub rate: f64,
+    /// Seed of the drop decisions.
+    pub seed: u64,
+}
+
+/// What a node runs and how.
+///
+/// ```
+/// use braid_node::{NodeConfig, Transport};
+/// use std::time::Duration;
+/// let c = NodeConfig { transports: vec![Transport::Tcp, Transport::Braid], idle_timeout: Duration::from_secs(10), ..Default::default() };
+/// assert!(c.validate().is_ok());
+/// let bad = NodeConfig { udp_max_datagram: 70_000, ..Default::default() };
+/// assert_eq!(bad.validate().unwrap_err().field, "udp_max_datagram");
+/// ```
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Transports to listen on and send with; each at
+    /// `base port + Transport::port_offset()`. `Exon` and `Data` are
+    /// refused (see [`Transport`]). Default: UDP, TCP, Braid.
+    pub transports: Vec<Transport>,
+    /// A TCP or Braid channel this node opened is closed after this long
+    /// without a message to send. Default 60 s (channels are kept long:
+    /// opening one costs at least a round trip).
+    pub idle_timeout: Duration,
+    /// Giving up opening a channel after this long. Default 10 s.
+    pub connect_timeout: Duration,
+    /// Messages queued per channel before `send` waits. Default 256.
+    pub channel_queue: usize,
+    /// Received messages queued per receiver (the node, each virtual node)
+    /// before the network is slowed down (TCP, Braid) or datagrams are
+    /// dropped (UDP). Default 4096.
+    pub recv_queue: usize,
+    /// Largest framed message sent over UDP; larger ones are refused.
+    /// Default and maximum 65507 (the largest IPv4 UDP payload).
+    pub udp_max_datagram: usize,
+    /// Largest framed message accepted over TCP. Default 64 MiB.
+    pub max_frame_size: usize,
+    /// Braid's endpoint configuration. Default: Braid's, with a 5 s
+    /// keep-alive so a channel outlives Braid's own idle timeout as long
+    /// as the node keeps it.
+    pub braid: braid_net::EndpointConfig,
+    /// Drop outgoing UDP datagrams on purpose (testing). Default none.
+    pub udp_loss: Option<UdpLoss>,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        let mut braid = braid_net::EndpointConfig::default();
+        braid.transport.keep_alive_interval = Some(Duration::from_secs(5));
+        NodeConfig {
+            transports: vec![Transport::Udp, Transport::Tcp, Transport::Braid],
+            idle_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+            channel_queue: 256,
+            recv_queue: 4096,
+            udp_max_datagram: 65_507,
+            max_frame_size: 64 << 20,
+            braid,
+            udp_loss: None,
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Check every field; the error names the field and the allowed form.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |field, expected| Err(ConfigError { field, expected });
+        if self.transports.is_empty() {
+            return err("transports", "at least one of udp, tcp, braid");
+        }
+        if self.idle_timeout.is_zero() {
+            return err("idle_timeout", "a positive duration");
+        }
+        if self.connect_timeout.is_zero() {
+            return err("connect_timeout", "a positive duration");
+        }
+        if self.channel_queue == 0 {
+            return err("channel_queue", "at least 1");
+        }
+        if self.recv_queue == 0 {
+            return err("recv_queue", "at least 1");
+        }
+        if !(64..=65_507).contains(&self.udp_max_datagram) {
+            return err("udp_max_datagram", "64 to 65507 bytes");
+        }
+        if !(64..=(1 << 31)).contains(&self.max_frame_size) {
+            return err("max_frame_size", "64 bytes to 2 GiB");
+        }
+        if let Some(l) = self.udp_loss {
+            if !(0.0..=1.0).contains(&l.rate) {
+                return err("udp_loss.rate", "a probability in [0, 1]");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,83 @@
+//! Where received messages wait: the node's own queue and one per
+//! registered virtual node (seed 000 §III-B: a message is delivered only
+//! to the vnode its destination names).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::mpsc;
+
+use crate::stats::{bump, Counters};
+use crate::{Address, FailReason, Header, Message, VnodeId};
+
+pub(crate) struct Inbox<H> {
+    main: mpsc::Sender<Message<H>>,
+    vnodes: Mutex<HashMap<VnodeId, mpsc::Sender<Message<H>>>>,
+    capacity: usize,
+}
+
+/// Why a message could not be queued without waiting.
+pub(crate) enum TryDeliver {
+    Full,
+    Unknown,
+    Closed,
+}
+
+impl<H: Header> Inbox<H> {
+    pub(crate) fn new(capacity: usize) -> (Self, mpsc::Receiver<Message<H>>) {
+        let (main, rx) = mpsc::channel(capacity);
+        (Inbox { main, vnodes: Mutex::new(HashMap::new()), capacity }, rx)
+    }
+
+    fn vnodes(&self) -> std::sync::MutexGuard<'_, HashMap<VnodeId, mpsc::Sender<Message<H>>>> {
+        self.vnodes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Register `id`; `None` if it already is.
+    pub(crate) fn register(&self, id: VnodeId) -> Option<mpsc::Receiver<Message<H>>> {
+        let mut v = self.vnodes();
+        if v.contains_key(&id) {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(self.capacity);
+        v.insert(id, tx);
+        Some(rx)
+    }
+
+    pub(crate) fn unregister(&self, id: VnodeId) {
+        self.vnodes().remove(&id);
+    }
+
+    pub(crate) fn has_vnode(&self, id: VnodeId) -> bool {
+        self.vnodes().contains_key(&id)
+    }
+
+    fn queue_for(&self, msg: &Message<H>, counters: &Counters) -> Result<mpsc::Sender<Message<H>>, VnodeId> {
+        match msg.header().destination().vnode() {
+            None => Ok(self.main.clone()),
+            Some(id) => self.vnodes().get(&id).cloned().ok_or_else(|| {
+                bump(&counters.unknown_vnode);
+                id
+            }),
+        }
+    }
+
+    /// Queue `msg`, waiting for room (reliable transports and local sends:
+    /// a slow receiver slows the sender down instead of losing messages).
+    pub(crate) async fn deliver(&self, msg: Message<H>, counters: &Counters) -> Result<(), FailReason> {
+        let q = self.queue_for(&msg, counters).map_err(FailReason::UnknownVnode)?;
+        q.send(msg).await.map_err(|_| FailReason::NodeClosed)
+    }
+
+    /// Queue `msg` if there is room (UDP: never wait).
+    pub(crate) fn try_deliver(&self, msg: Message<H>, counters: &Counters) -> Result<(), TryDeliver> {
+        let q = self.queue_for(&msg, counters).map_err(|_| TryDeliver::Unknown)?;
+        q.try_send(msg).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => {
+                bump(&counters.recv_queue_full);
+                TryDeliver::Full
+            }
+            mpsc::error::TrySendError::Closed(_) => TryDeliver::Closed,
+        })
+    }
+}

@@ -1,0 +1,68 @@
+//! Braid's message-oriented middleware, after KompicsMessaging (seed 000):
+//! one message interface over every transport, the transport chosen per
+//! message, virtual nodes, typed messages, and DATA, which learns online
+//! which mix of TCP and Braid carries a data stream fastest.
+//!
+//! Owns: the [`Node`] (tokio) with its channels (TCP, Braid; UDP without
+//! channels), the extensible [`Header`] and [`Address`] traits and their
+//! default and multi-hop implementations, virtual nodes, [`Message`]s
+//! (raw bytes or postcard-encoded serde values) and the [`Dispatcher`]
+//! registry, delivery notifications, and [`data`]: the DATA interceptor,
+//! its protocol selection and ratio policies and the Sarsa(λ) learner.
+//!
+//! Must not depend on: the `braid` facade, the simulator or the emulator
+//! (they use this crate, not the reverse), protocol internals of
+//! `braid-proto` (Braid is used through `braid-net` only). The learning
+//! and selection code in [`data`] is sans-IO: time comes in as
+//! [`braid_core::Instant`], randomness from a seeded [`braid_core::Rng`].
+//!
+//! Exon is reserved in [`Transport`] and in the wire format; a node refuses
+//! it until the Exon crate is wired in as one more channel kind.
+//!
+//! ```no_run
+//! use braid_node::{BasicAddress, BasicHeader, Message, MessageType, Node, NodeConfig, Transport};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Ping { seq: u32 }
+//! impl MessageType for Ping { const NAME: &'static str = "example.Ping"; }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let a: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, NodeConfig::default()).await?;
+//! let b: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, NodeConfig::default()).await?;
+//! let h = BasicHeader::new(BasicAddress::new(a.local_addr()), BasicAddress::new(b.local_addr()), Transport::Braid);
+//! let mut n = a.send_notify(Message::typed(h, Ping { seq: 1 })).await?;
+//! println!("{:?}", n.outcome().await); // Delivered, once Braid's peer acknowledged it
+//! let (_, ping) = b.recv().await.unwrap().decode::<Ping>()?;
+//! assert_eq!(ping.seq, 1);
+//! # Ok(()) }
+//! ```
+
+mod address;
+mod braid_link;
+mod channel;
+mod config;
+pub mod data;
+mod error;
+mod header;
+mod inbox;
+mod message;
+mod node;
+mod notify;
+mod registry;
+mod stats;
+mod tcp;
+mod transport;
+mod udp;
+mod wire;
+
+pub use address::{Address, BasicAddress, VnodeId};
+pub use config::{NodeConfig, UdpLoss};
+pub use error::{ConfigError, FailReason, NodeError, SendError};
+pub use header::{BasicHeader, DataHeader, Header, Route, RoutingHeader};
+pub use message::{BodyKind, DecodeError, Message, MessageType, MessageTypeId};
+pub use node::{Node, Vnode};
+pub use notify::{DeliveryStatus, Notify};
+pub use registry::{DispatchError, Dispatcher, RegistryError};
+pub use stats::{NodeStats, TransportStats};
+pub use transport::{Transport, UnknownTransport};
+pub use wire::WireError;

@@ -1,0 +1,511 @@
+//! The node (seed 000 §III): one message interface over every transport,
+//! the transport chosen per message by its header.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::channel::{ChannelEnv, Channels, Outgoing};
+use crate::inbox::{Inbox, TryDeliver};
+use crate::notify::{Notifier, Notify};
+use crate::stats::{bump, Counters};
+use crate::udp::Udp;
+use crate::{
+    wire, Address, FailReason, Header, Message, NodeConfig, NodeError, NodeStats, SendError, Transport, VnodeId,
+};
+
+/// What the background tasks share: the inbox and the counters.
+pub(crate) struct Core<H> {
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) inbox: Inbox<H>,
+    pub(crate) shutdown: watch::Receiver<bool>,
+    pub(crate) max_frame_size: usize,
+}
+
+/// The node has been closed.
+pub(crate) struct NodeGone;
+
+impl<H: Header> Core<H> {
+    /// A frame from a reliable transport: decode and queue it, waiting
+    /// for room. Malformed frames are dropped and counted.
+    pub(crate) async fn receive_frame(&self, frame: Bytes, transport: Transport) -> Result<(), NodeGone> {
+        let Some(msg) = self.decode(frame, transport) else { return Ok(()) };
+        match self.inbox.deliver(msg, &self.counters).await {
+            Err(FailReason::NodeClosed) => Err(NodeGone),
+            // Unknown vnode: dropped and counted by the inbox.
+            _ => Ok(()),
+        }
+    }
+
+    /// A datagram: decode and queue it if there is room, else drop it.
+    pub(crate) fn receive_datagram(&self, frame: Bytes) {
+        if let Some(msg) = self.decode(frame, Transport::Udp) {
+            match self.inbox.try_deliver(msg, &self.counters) {
+                Ok(()) | Err(TryDeliver::Full | TryDeliver::Unknown | TryDeliver::Closed) => {}
+            }
+        }
+    }
+
+    fn decode(&self, frame: Bytes, transport: Transport) -> Option<Message<H>> {
+        match wire::decode::<H>(frame) {
+            Ok((header, body)) => Some(Message::from_wire(header, body)),
+            Err(e) => {
+                bump(&self.counters.malformed_frames);
+                tracing::debug!(%transport, error = %e, "malformed frame dropped");
+                None
+            }
+        }
+    }
+}
+
+struct Inner<H> {
+    core: Arc<Core<H>>,
+    local: SocketAddr,
+    transports: Vec<Transport>,
+    udp_max_datagram: usize,
+    udp: Option<Arc<Udp>>,
+    braid: Option<braid_net::Endpoint>,
+    env: ChannelEnv,
+    shutdown: watch::Sender<bool>,
+    main_rx: tokio::sync::Mutex<mpsc::Receiver<Message<H>>>,
+    listeners: Mutex<Vec<JoinHandle<()>>>,
+    closed: AtomicBool,
+    close_wait: std::time::Duration,
+}
+
+impl<H> Inner<H> {
+    /// Refuse new messages and tell every task to stop.
+    fn stop(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.shutdown.send_replace(true);
+    }
+
+    fn take_listeners(&self) -> Vec<JoinHandle<()>> {
+        std::mem::take(&mut *self.listeners.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl<H> Drop for Inner<H> {
+    fn drop(&mut self) {
+        // Channels flush what is queued and close in the background.
+        self.stop();
+        for l in self.take_listeners() {
+            l.abort();
+        }
+        if let Some(e) = &self.braid {
+            e.close();
+        }
+    }
+}
+
+/// A node: sends messages over the transport their header names and
+/// receives from every transport it runs.
+///
+/// Semantics per transport (see [`Transport`]): UDP is unordered and at
+/// most once, and refuses messages larger than one datagram; TCP and Braid
+/// keep FIFO order per destination and are at most once across a
+/// connection failure (what was handed to a connection that broke is not
+/// sent again). Channels (TCP, Braid) are opened on first use, messages
+/// wait in the channel's queue while it opens, and a channel is closed
+/// after [`NodeConfig::idle_timeout`] without traffic. A message whose
+/// destination is this node (same IP and base port) never touches the
+/// network: it is put in the receiving (virtual) node's queue as it is,
+/// typed values unserialized.
+///
+/// Cloning is cheap; the node shuts down when the last clone (and the last
+/// [`Vnode`]) is dropped, or at [`Node::close`].
+///
+/// ```no_run
+/// use braid_node::{Address, BasicAddress, BasicHeader, Message, Node, NodeConfig, Transport};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let a: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, NodeConfig::default()).await?;
+/// let b: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, NodeConfig::default()).await?;
+/// let (src, dst) = (BasicAddress::new(a.local_addr()), BasicAddress::new(b.local_addr()));
+/// a.send(Message::raw(BasicHeader::new(src, dst, Transport::Tcp), &b"hello"[..])).await?;
+/// let m = b.recv().await.unwrap();
+/// assert_eq!(&m.raw_bytes().unwrap()[..], b"hello");
+/// # Ok(()) }
+/// ```
+pub struct Node<H> {
+    inner: Arc<Inner<H>>,
+}
+
+impl<H> Clone for Node<H> {
+    fn clone(&self) -> Self {
+        Node { inner: self.inner.clone() }
+    }
+}
+
+impl<H> std::fmt::Debug for Node<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("local", &self.inner.local).field("transports", &self.inner.transports).finish()
+    }
+}
+
+struct Bound {
+    base: SocketAddr,
+    udp: Option<Udp>,
+    tcp: Option<TcpListener>,
+    braid: Option<braid_net::Endpoint>,
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if let Some(e) = &self.braid {
+            e.close();
+        }
+    }
+}
+
+fn with_port(addr: SocketAddr, base: u16, t: Transport) -> Option<SocketAddr> {
+    base.checked_add(t.port_offset()).map(|p| SocketAddr::new(addr.ip(), p))
+}
+
+/// Bind every transport at `base + offset`; port 0 lets the first one
+/// (lowest offset) pick the base.
+async fn try_bind(addr: SocketAddr, transports: &[Transport], config: &NodeConfig) -> Result<Bound, NodeError> {
+    let mut b = Bound { base: addr, udp: None, tcp: None, braid: None };
+    let mut base: Option<u16> = (addr.port() != 0).then_some(addr.port());
+    for &t in transports {
+        let at = match base {
+            Some(p) => with_port(addr, p, t).ok_or(NodeError::NoFreePorts(transports.to_vec()))?,
+            None => SocketAddr::new(addr.ip(), 0),
+        };
+        let bind_err = |source| NodeError::Bind { transport: t, addr: at, source };
+        let got = match t {
+            Transport::Udp => {
+                let u = Udp::bind(at, config.udp_loss).map_err(bind_err)?;
+                let got = u.socket.local_addr().map_err(bind_err)?;
+                b.udp = Some(u);
+                got
+            }
+            Transport::Tcp => {
+                let l = TcpListener::bind(at).await.map_err(bind_err)?;
+                let got = l.local_addr().map_err(bind_err)?;
+                b.tcp = Some(l);
+                got
+            }
+            Transport::Braid => {
+                let e = braid_net::Endpoint::bind_with(at, config.braid.clone()).map_err(|e| match e {
+                    braid_net::NetError::Bind { source, .. } | braid_net::NetError::Socket { source, .. } => bind_err(source),
+                    e => NodeError::Braid(e),
+                })?;
+                let got = e.local_addr();
+                b.braid = Some(e);
+                got
+            }
+            Transport::Exon | Transport::Data => {
+                return Err(NodeError::TransportUnavailable { transport: t, reason: "not a listening transport" })
+            }
+        };
+        if base.is_none() {
+            base = Some(got.port().checked_sub(t.port_offset()).ok_or(NodeError::NoFreePorts(transports.to_vec()))?);
+        }
+    }
+    b.base = SocketAddr::new(addr.ip(), base.unwrap_or(addr.port()));
+    Ok(b)
+}
+
+impl<H: Header> Node<H> {
+    /// Start a node at `addr` (IP and base port; port 0 picks a free base
+    /// port such that every transport's port is free). Must be called
+    /// within a tokio runtime.
+    pub async fn bind(addr: SocketAddr, config: NodeConfig) -> Result<Node<H>, NodeError> {
+        config.validate()?;
+        tokio::runtime::Handle::try_current().map_err(|_| NodeError::NoRuntime)?;
+        if addr.ip().is_unspecified() {
+            return Err(NodeError::UnspecifiedAddress(addr));
+        }
+        let mut transports = Vec::new();
+        for &t in &config.transports {
+            match t {
+                Transport::Exon => {
+                    return Err(NodeError::TransportUnavailable {
+                        transport: t,
+                        reason: "Exon is not built into braid-node yet",
+                    })
+                }
+                Transport::Data => {
+                    return Err(NodeError::TransportUnavailable {
+                        transport: t,
+                        reason: "`data` is a pseudo-transport: wrap the node in a DataInterceptor",
+                    })
+                }
+                _ if !transports.contains(&t) => transports.push(t),
+                _ => {}
+            }
+        }
+        transports.sort_by_key(|t| t.port_offset());
+        let ephemeral = addr.port() == 0;
+        let mut bound = None;
+        for attempt in 0..64 {
+            match try_bind(addr, &transports, &config).await {
+                Ok(b) => {
+                    bound = Some(b);
+                    break;
+                }
+                Err(NodeError::Bind { .. } | NodeError::NoFreePorts(_)) if ephemeral => continue,
+                // A node closed a moment ago releases its sockets when its
+                // tasks end, shortly after `close` returns (Braid's driver
+                // holds its socket until its task is dropped): retry a
+                // fixed port for up to ~0.3 s.
+                Err(NodeError::Bind { source, .. }) if source.kind() == std::io::ErrorKind::AddrInUse && attempt < 30 => {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let mut bound = bound.ok_or_else(|| NodeError::NoFreePorts(transports.clone()))?;
+
+        let counters = Arc::new(Counters::default());
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let (inbox, main_rx) = Inbox::new(config.recv_queue);
+        let core = Arc::new(Core { counters: counters.clone(), inbox, shutdown: shutdown.clone(), max_frame_size: config.max_frame_size });
+        let mut listeners = Vec::new();
+        let udp = bound.udp.take().map(Arc::new);
+        if let Some(u) = &udp {
+            listeners.push(tokio::spawn(crate::udp::recv_loop(core.clone(), u.clone())));
+        }
+        if let Some(l) = bound.tcp.take() {
+            listeners.push(tokio::spawn(crate::tcp::accept_loop(core.clone(), l)));
+        }
+        let braid = bound.braid.take();
+        if let Some(e) = &braid {
+            listeners.push(tokio::spawn(crate::braid_link::accept_loop(core.clone(), e.clone())));
+        }
+        let env = ChannelEnv {
+            channels: Arc::new(Channels::new()),
+            counters,
+            idle_timeout: config.idle_timeout,
+            connect_timeout: config.connect_timeout,
+            queue: config.channel_queue,
+            shutdown,
+        };
+        tracing::debug!(addr = %bound.base, ?transports, "node bound");
+        Ok(Node {
+            inner: Arc::new(Inner {
+                core,
+                local: bound.base,
+                transports,
+                udp_max_datagram: config.udp_max_datagram,
+                udp,
+                braid,
+                env,
+                shutdown: shutdown_tx,
+                main_rx: tokio::sync::Mutex::new(main_rx),
+                listeners: Mutex::new(listeners),
+                closed: AtomicBool::new(false),
+                close_wait: config.connect_timeout,
+            }),
+        })
+    }
+
+    /// The node's IP and base port: what its addresses name.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local
+    }
+
+    /// The transports this node runs.
+    pub fn transports(&self) -> &[Transport] {
+        &self.inner.transports
+    }
+
+    /// Whether `addr` names this node (same IP and base port).
+    pub fn is_local(&self, addr: &H::Addr) -> bool {
+        addr.as_socket() == self.inner.local
+    }
+
+    /// Send `msg` without notification. Returns once the message is queued
+    /// (waiting while its channel's queue is full); `Err` if it cannot be
+    /// sent at all.
+    pub async fn send(&self, msg: Message<H>) -> Result<(), SendError> {
+        self.send_with(msg, Notifier::none()).await
+    }
+
+    /// Send `msg` and get its delivery notifications.
+    pub async fn send_notify(&self, msg: Message<H>) -> Result<Notify, SendError> {
+        let confirms = self.is_local(msg.header().destination()) || msg.header().transport() == Transport::Braid;
+        let (n, notify) = Notifier::pair(confirms);
+        self.send_with(msg, n).await?;
+        Ok(notify)
+    }
+
+    async fn send_with(&self, msg: Message<H>, mut notifier: Notifier) -> Result<(), SendError> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(SendError::Closed);
+        }
+        let transport = msg.header().transport();
+        if transport == Transport::Data {
+            return Err(SendError::UnresolvedData);
+        }
+        let dst = msg.header().destination().clone();
+        if self.is_local(&dst) {
+            // Reflected in-process (seed 000 §III-B): no serialization.
+            let counters = &inner.core.counters;
+            return match inner.core.inbox.deliver(msg, counters).await {
+                Ok(()) => {
+                    bump(&counters.local_deliveries);
+                    notifier.delivered();
+                    Ok(())
+                }
+                Err(FailReason::UnknownVnode(v)) => Err(SendError::UnknownVnode(v)),
+                Err(_) => Err(SendError::Closed),
+            };
+        }
+        if !inner.transports.contains(&transport) {
+            return Err(SendError::TransportDisabled(transport));
+        }
+        let to = dst.transport_addr(transport).ok_or(SendError::NoTransportPort(dst.as_socket(), transport))?;
+        let (header, kind, body) = msg.into_wire_parts()?;
+        let frame = wire::encode(&header, kind, &body)?;
+        match transport {
+            Transport::Udp => {
+                let size = frame.frame_len();
+                if size > inner.udp_max_datagram {
+                    return Err(SendError::TooLarge { transport, size, max: inner.udp_max_datagram });
+                }
+                let udp = inner.udp.as_ref().ok_or(SendError::TransportDisabled(transport))?;
+                match udp.send(&inner.core, &frame.frame(), to).await {
+                    Ok(()) => notifier.sent(),
+                    Err(r) => {
+                        bump(&inner.core.counters.messages_failed);
+                        notifier.failed(r);
+                    }
+                }
+                Ok(())
+            }
+            Transport::Tcp => {
+                let core = inner.core.clone();
+                let out = Outgoing { frame, notifier };
+                Channels::send(&inner.env, (transport, to), out, move || crate::tcp::connect(core, to)).await;
+                Ok(())
+            }
+            Transport::Braid => {
+                let core = inner.core.clone();
+                let endpoint = inner.braid.clone().ok_or(SendError::TransportDisabled(transport))?;
+                let out = Outgoing { frame, notifier };
+                Channels::send(&inner.env, (transport, to), out, move || crate::braid_link::connect(core, endpoint, to)).await;
+                Ok(())
+            }
+            Transport::Exon | Transport::Data => Err(SendError::TransportDisabled(transport)),
+        }
+    }
+
+    /// The next message for the node itself (not for a virtual node);
+    /// `None` once the node is closed and its queue empty.
+    pub async fn recv(&self) -> Option<Message<H>> {
+        let mut rx = self.inner.main_rx.lock().await;
+        let mut shutdown = self.inner.core.shutdown.clone();
+        tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            _ = crate::node::stopped(&mut shutdown) => rx.try_recv().ok(),
+        }
+    }
+
+    /// Register virtual node `id`: messages whose destination names it are
+    /// queued for the returned handle.
+    pub fn vnode(&self, id: VnodeId) -> Result<Vnode<H>, NodeError> {
+        let rx = self.inner.core.inbox.register(id).ok_or(NodeError::VnodeTaken(id))?;
+        Ok(Vnode { node: self.clone(), id, rx: tokio::sync::Mutex::new(rx) })
+    }
+
+    /// Whether virtual node `id` is registered here.
+    pub fn has_vnode(&self, id: VnodeId) -> bool {
+        self.inner.core.inbox.has_vnode(id)
+    }
+
+    /// The node's counters.
+    pub fn stats(&self) -> NodeStats {
+        self.inner.core.counters.snapshot()
+    }
+
+    /// Channels open (or opening) now.
+    pub fn open_channels(&self) -> usize {
+        self.inner.env.channels.len()
+    }
+
+    /// Stop: refuse new messages, send what the channels still hold and
+    /// close them gracefully (waiting at most `NodeConfig::connect_timeout`),
+    /// stop listening. Messages already received can still be read.
+    pub async fn close(&self) {
+        let inner = &self.inner;
+        inner.stop();
+        let tasks = inner.env.channels.take_tasks();
+        let _ = tokio::time::timeout(inner.close_wait, async {
+            for t in tasks {
+                let _ = t.await;
+            }
+        })
+        .await;
+        // The listeners stop at the shutdown signal; waiting for them
+        // releases their sockets, so the ports can be bound again.
+        for l in inner.take_listeners() {
+            let _ = l.await;
+        }
+        if let Some(e) = &inner.braid {
+            e.close();
+            let _ = tokio::time::timeout(inner.close_wait, e.wait_idle()).await;
+        }
+    }
+}
+
+/// A virtual node: its own receive queue on a shared node. Dropping it
+/// unregisters it (messages for it are then dropped and counted).
+pub struct Vnode<H: Header> {
+    node: Node<H>,
+    id: VnodeId,
+    rx: tokio::sync::Mutex<mpsc::Receiver<Message<H>>>,
+}
+
+impl<H: Header> Vnode<H> {
+    /// Its id.
+    pub fn id(&self) -> VnodeId {
+        self.id
+    }
+
+    /// The node it lives on.
+    pub fn node(&self) -> &Node<H> {
+        &self.node
+    }
+
+    /// The next message for this virtual node; `None` once the node is
+    /// closed and the queue empty.
+    pub async fn recv(&self) -> Option<Message<H>> {
+        let mut rx = self.rx.lock().await;
+        let mut shutdown = self.node.inner.core.shutdown.clone();
+        tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            _ = crate::node::stopped(&mut shutdown) => rx.try_recv().ok(),
+        }
+    }
+
+    /// Send through the node (see [`Node::send`]).
+    pub async fn send(&self, msg: Message<H>) -> Result<(), SendError> {
+        self.node.send(msg).await
+    }
+
+    /// Send through the node with notifications.
+    pub async fn send_notify(&self, msg: Message<H>) -> Result<Notify, SendError> {
+        self.node.send_notify(msg).await
+    }
+}
+
+impl<H: Header> Drop for Vnode<H> {
+    fn drop(&mut self) {
+        self.node.inner.core.inbox.unregister(self.id);
+    }
+}
+
+/// Resolves once the node is shutting down.
+pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not `Send`: drop it here.
+    let _ = shutdown.wait_for(|s| *s).await.is_ok();
+}
