@@ -35,11 +35,46 @@ pub struct SendArgs {
     /// Give up after this many seconds (default: no limit beyond the transport's idle timeout).
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     timeout: Option<Duration>,
+    /// Priority of this transfer (DTL): 0 yields to all other traffic
+    /// (LEDBAT), N > 0 competes like N TCP flows (MulTCP). Implies `--cc priority`.
+    #[arg(long, value_name = "P", value_parser = parse_priority, conflicts_with = "priority_schedule")]
+    priority: Option<f64>,
+    /// Change the priority during the transfer, e.g. `0@0s,1@60s,2@120s`
+    /// (times from the start of the connection). Implies `--cc priority`.
+    #[arg(long, value_name = "P@T,...", value_parser = parse_schedule)]
+    priority_schedule: Option<PrioritySchedule>,
     /// Print the summary as JSON (no progress bar).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     transport: TransportArgs,
+}
+
+fn parse_priority(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if p.is_finite() && (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!("invalid priority `{s}`: expected a number from 0 (yield to all traffic) to 100, e.g. 0, 1 or 2.5")),
+    }
+}
+
+/// `--priority-schedule`, one value (a newtype: clap would read a bare
+/// `Vec` as a repeated flag).
+#[derive(Debug, Clone)]
+struct PrioritySchedule(Vec<(Duration, f64)>);
+
+fn parse_schedule(s: &str) -> Result<PrioritySchedule, String> {
+    braid::priority_sim::parse_priority_schedule(s).map(PrioritySchedule).map_err(|e| e.to_string())
+}
+
+impl SendArgs {
+    /// The priority changes to apply, from the connection's start.
+    fn priority_plan(&self) -> Option<Vec<(Duration, f64)>> {
+        match (&self.priority_schedule, self.priority) {
+            (Some(schedule), _) => Some(schedule.0.clone()),
+            (None, Some(p)) => Some(vec![(Duration::ZERO, p)]),
+            (None, None) => None,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -68,16 +103,24 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
         (None, None) => anyhow::bail!("give a FILE or --bytes SIZE"),
     };
     let size = source.size();
-    let endpoint = Endpoint::bind_with(unspecified_for(args.to), args.transport.endpoint_config(false))
-        .context("cannot open a UDP socket")?;
+    let plan = args.priority_plan();
+    let mut config = args.transport.endpoint_config(false);
+    if plan.is_some() {
+        config.transport.congestion_control = braid::CcAlgorithm::Priority;
+    }
+    let endpoint = Endpoint::bind_with(unspecified_for(args.to), config).context("cannot open a UDP socket")?;
     let bar = progress::bytes_bar(size, "sending", args.json);
     bar.set_message(name.clone().unwrap_or_else(|| "generated data".into()));
     let work = async {
         let start = Instant::now();
         let mut conn = endpoint.connect(args.to).await.with_context(|| format!("--to {}: cannot connect", args.to))?;
+        let schedule = plan.map(|plan| tokio::spawn(apply_priorities(conn.clone(), plan)));
         let report = transfer::send(&mut conn, name.clone(), source, &mut |sent| bar.set_position(sent)).await?;
         let elapsed = start.elapsed();
         let stats = conn.stats();
+        if let Some(task) = schedule {
+            task.abort();
+        }
         // The verdict is in; a failing close changes nothing about it.
         let _ = tokio::time::timeout(Duration::from_secs(10), conn.close()).await;
         anyhow::Ok((report, elapsed, stats))
@@ -121,4 +164,20 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
         ));
     }
     Ok(Outcome::from_ok(summary.ok))
+}
+
+/// Set each priority of `plan` at its time, counted from now (the
+/// connection's start). The controller keeps its window across a change.
+async fn apply_priorities(conn: braid::Connection, plan: Vec<(Duration, f64)>) {
+    let start = tokio::time::Instant::now();
+    for (at, p) in plan {
+        tokio::time::sleep_until(start + at).await;
+        match conn.set_congestion_parameter("priority", p) {
+            Ok(()) => tracing::info!(priority = p, at_secs = at.as_secs_f64(), "priority changed"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot change the priority");
+                return;
+            }
+        }
+    }
 }

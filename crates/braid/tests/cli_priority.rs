@@ -1,0 +1,62 @@
+//! Priorities from the CLI: `braid send --priority / --priority-schedule`
+//! on loopback, `braid sim priority --scenario`, and their error messages.
+
+mod cli_support;
+
+use std::time::Duration;
+
+use cli_support::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+#[test]
+fn send_with_a_priority_schedule_arrives_intact() {
+    let dir = TempDir::new("prio");
+    let mut server = Server::start(&["--out", dir.0.to_str().unwrap(), "--count", "2"]);
+    let sched = run(
+        &["send", "--to", &server.addr, "--bytes", "20MB", "--priority-schedule", "0@0s,2@50ms", "--json"],
+        LIMIT,
+    );
+    assert!(sched.success(), "{sched:?}");
+    assert_eq!(last_json(&sched)["ok"], true);
+    let fixed = run(&["send", "--to", &server.addr, "--bytes", "5MB", "--priority", "0", "--json"], LIMIT);
+    assert!(fixed.success(), "{fixed:?}");
+    for _ in 0..2 {
+        assert_eq!(server.next_json(LIMIT)["ok"], true);
+    }
+    assert_eq!(server.wait_exit(LIMIT), Some(0));
+}
+
+#[test]
+fn bad_priorities_name_the_allowed_form() {
+    let neg = run(&["send", "--to", "127.0.0.1:9", "--bytes", "1", "--priority=-1"], LIMIT);
+    assert_eq!(neg.code, Some(2));
+    assert!(neg.stderr.contains("expected a number from 0"), "{}", neg.stderr);
+    let order = run(&["send", "--to", "127.0.0.1:9", "--bytes", "1", "--priority-schedule", "1@5s,0@1s"], LIMIT);
+    assert_eq!(order.code, Some(2));
+    assert!(order.stderr.contains("times must increase"), "{}", order.stderr);
+    let both = run(
+        &["send", "--to", "127.0.0.1:9", "--bytes", "1", "--priority", "1", "--priority-schedule", "0@0s"],
+        LIMIT,
+    );
+    assert_eq!(both.code, Some(2));
+}
+
+#[test]
+fn sim_priority_reports_phases_as_json() {
+    let out = run(&["sim", "priority", "--scenario", "switch", "--scale", "0.1", "--json"], LIMIT);
+    assert!(out.success(), "{out:?}");
+    let reports = last_json(&out);
+    let r = &reports[0];
+    assert_eq!(r["scenario"], "switch");
+    let phases = r["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 3);
+    for p in phases {
+        for key in ["jain", "queuing_delay_p50_ms", "queuing_delay_p99_ms", "loss", "flows"] {
+            assert!(p.get(key).is_some(), "phase lacks {key}: {p}");
+        }
+    }
+    let unknown = run(&["sim", "priority", "--scenario", "nope"], LIMIT);
+    assert_eq!(unknown.code, Some(1));
+    assert!(unknown.stderr.contains("expected polite, latecomer, multcp, switch or five"), "{}", unknown.stderr);
+}
