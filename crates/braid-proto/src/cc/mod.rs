@@ -14,6 +14,7 @@
 //! [`CongestionController::set_parameter`], which is how later layers
 //! (priorities, learners) steer a running flow.
 
+mod bbr;
 mod cubic;
 mod delay;
 mod ledbat;
@@ -21,6 +22,7 @@ mod multcp;
 mod newreno;
 mod priority;
 
+pub use bbr::Bbr;
 pub use cubic::Cubic;
 pub use ledbat::{Ledbat, LedbatVariant};
 pub use multcp::MulTcp;

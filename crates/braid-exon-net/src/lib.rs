@@ -1,0 +1,349 @@
+//! Exon on a real UDP socket: a tokio driver task around the sans-IO
+//! [`ExonNode`].
+//!
+//! Owns: the socket, the driver task, the mapping of protocol time to the
+//! monotonic clock, the durable clock's fsyncs (off the driver task), and
+//! the async API: [`ExonSocket::send`] (waits while the peer's window is
+//! full: backpressure), [`ExonSocket::next_outcome`] (one
+//! [`Outcome`] per [`MessageId`] once acknowledged, or in doubt after a
+//! restart of the peer) and [`ExonSocket::recv`].
+//!
+//! Must not depend on: protocol logic (all of it is in `braid-exon`),
+//! `braid-net` (patterns only), the facade.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), braid_exon_net::Error> {
+//! use braid_exon_net::{ExonSocket, SocketConfig, Outcome};
+//! use braid_exon::NodeId;
+//!
+//! let a = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(1), SocketConfig::default()).await?;
+//! let b = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(2), SocketConfig::default()).await?;
+//! a.add_peer(NodeId(2), b.local_addr())?;
+//! let id = a.send(NodeId(2), bytes::Bytes::from_static(b"hi")).await?;
+//! let (from, msg) = b.recv().await.unwrap();
+//! assert_eq!((from, &msg[..]), (NodeId(1), &b"hi"[..]));
+//! assert_eq!(a.next_outcome().await, Some((id, Outcome::Delivered)));
+//! # Ok(()) }
+//! ```
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use braid_core::Instant;
+use braid_exon::clock::{ClockStore, ClockStoreError, FileClockStore, MemClockStore};
+use braid_exon::{Event, ExonNode, MessageId, NodeConfig, NodeId, SendError};
+use bytes::Bytes;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
+
+/// Where the node clock is kept.
+#[derive(Debug, Clone, Default)]
+pub enum ClockFile {
+    /// In memory: a restarted process starts from 0 and may reuse
+    /// identifiers, so exactly-once does not survive a crash. For tests.
+    #[default]
+    Memory,
+    /// In this file, fsynced before identifiers derived from it leave.
+    Path(PathBuf),
+}
+
+/// Configuration of an [`ExonSocket`].
+#[derive(Debug, Clone, Default)]
+pub struct SocketConfig {
+    /// The protocol and transmitter settings.
+    pub node: NodeConfig,
+    /// The durable clock.
+    pub clock: ClockFile,
+}
+
+/// What became of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Delivered at the destination, exactly once.
+    Delivered,
+    /// The destination restarted before acknowledging it: delivered at
+    /// most once, perhaps never.
+    InDoubt,
+}
+
+/// Errors of the socket API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Binding or using the socket failed.
+    #[error("socket: {0}")]
+    Io(#[from] io::Error),
+    /// The clock file could not be read or written.
+    #[error(transparent)]
+    Clock(#[from] ClockStoreError),
+    /// The message was refused.
+    #[error(transparent)]
+    Send(SendError),
+    /// The driver task has stopped (socket closed or fatal error).
+    #[error("the Exon driver has stopped")]
+    Closed,
+}
+
+/// Where the driver answers a send.
+type Reply = oneshot::Sender<Result<MessageId, SendError>>;
+
+enum Command {
+    Send {
+        peer: NodeId,
+        data: Bytes,
+        reply: Reply,
+    },
+    AddPeer(NodeId, SocketAddr),
+    Close,
+}
+
+/// An Exon node on a UDP socket.
+pub struct ExonSocket {
+    id: NodeId,
+    local: SocketAddr,
+    commands: mpsc::UnboundedSender<Command>,
+    received: tokio::sync::Mutex<mpsc::UnboundedReceiver<(NodeId, Bytes)>>,
+    outcomes: tokio::sync::Mutex<mpsc::UnboundedReceiver<(MessageId, Outcome)>>,
+    driver: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl ExonSocket {
+    /// Binds `addr` as node `id` and starts the driver task.
+    pub async fn bind(
+        addr: SocketAddr,
+        id: NodeId,
+        cfg: SocketConfig,
+    ) -> Result<ExonSocket, Error> {
+        let mut store: Box<dyn ClockStore + Send> = match &cfg.clock {
+            ClockFile::Memory => Box::new(MemClockStore::default()),
+            ClockFile::Path(p) => Box::new(FileClockStore::new(p)),
+        };
+        let clock = store.load()?;
+        let socket = UdpSocket::bind(addr).await?;
+        let local = socket.local_addr()?;
+        let (commands, command_rx) = mpsc::unbounded_channel();
+        let (received_tx, received) = mpsc::unbounded_channel();
+        let (outcome_tx, outcomes) = mpsc::unbounded_channel();
+        let driver = Driver {
+            node: ExonNode::new(cfg.node, id, clock),
+            socket,
+            epoch: tokio::time::Instant::now(),
+            store: Arc::new(Mutex::new(store)),
+            commands: command_rx,
+            received: received_tx,
+            outcomes: outcome_tx,
+            parked: VecDeque::new(),
+        };
+        let task = tokio::spawn(driver.run());
+        Ok(ExonSocket {
+            id,
+            local,
+            commands,
+            received: tokio::sync::Mutex::new(received),
+            outcomes: tokio::sync::Mutex::new(outcomes),
+            driver: Mutex::new(Some(task)),
+        })
+    }
+
+    /// This node.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Tells the node where `peer` is (a datagram from it updates this).
+    pub fn add_peer(&self, peer: NodeId, addr: SocketAddr) -> Result<(), Error> {
+        self.commands
+            .send(Command::AddPeer(peer, addr))
+            .map_err(|_| Error::Closed)
+    }
+
+    /// Sends `data` to `peer` exactly once. Waits while the window of
+    /// unacknowledged messages to `peer` is full.
+    pub async fn send(&self, peer: NodeId, data: Bytes) -> Result<MessageId, Error> {
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Send { peer, data, reply })
+            .map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)?.map_err(Error::Send)
+    }
+
+    /// The next message received, or `None` once the driver stopped.
+    pub async fn recv(&self) -> Option<(NodeId, Bytes)> {
+        self.received.lock().await.recv().await
+    }
+
+    /// The next outcome of a message sent, or `None` once the driver
+    /// stopped.
+    pub async fn next_outcome(&self) -> Option<(MessageId, Outcome)> {
+        self.outcomes.lock().await.recv().await
+    }
+
+    /// Stops the driver (unacknowledged messages are abandoned) and waits
+    /// for it.
+    pub async fn close(&self) {
+        let _ = self.commands.send(Command::Close);
+        let task = self.driver.lock().ok().and_then(|mut d| d.take());
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for ExonSocket {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Close);
+    }
+}
+
+struct Driver {
+    node: ExonNode,
+    socket: UdpSocket,
+    epoch: tokio::time::Instant,
+    store: Arc<Mutex<Box<dyn ClockStore + Send>>>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    received: mpsc::UnboundedSender<(NodeId, Bytes)>,
+    outcomes: mpsc::UnboundedSender<(MessageId, Outcome)>,
+    /// Sends waiting for room in their peer's window, in order.
+    parked: VecDeque<(NodeId, Bytes, Reply)>,
+}
+
+impl Driver {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn deadline(&self, t: Instant) -> tokio::time::Instant {
+        let far = std::time::Duration::from_secs(3600);
+        self.epoch + t.since_epoch().min(self.epoch.elapsed() + far)
+    }
+
+    /// Hands a send to the node, or parks it while the window is full.
+    fn try_send(&mut self, peer: NodeId, data: Bytes, reply: Reply) {
+        let now = self.now();
+        // Keep order: nothing overtakes a parked send to the same peer.
+        if self.parked.iter().any(|(p, _, _)| *p == peer) {
+            self.parked.push_back((peer, data, reply));
+            return;
+        }
+        match self.node.send(now, peer, data.clone()) {
+            Err(SendError::WindowFull(_)) => self.parked.push_back((peer, data, reply)),
+            r => {
+                let _ = reply.send(r);
+            }
+        }
+    }
+
+    fn retry_parked(&mut self) {
+        let now = self.now();
+        let mut still = VecDeque::new();
+        let mut blocked: Vec<NodeId> = Vec::new();
+        while let Some((peer, data, reply)) = self.parked.pop_front() {
+            if blocked.contains(&peer) {
+                still.push_back((peer, data, reply));
+                continue;
+            }
+            match self.node.send(now, peer, data.clone()) {
+                Err(SendError::WindowFull(_)) => {
+                    blocked.push(peer);
+                    still.push_back((peer, data, reply));
+                }
+                r => {
+                    let _ = reply.send(r);
+                }
+            }
+        }
+        self.parked = still;
+    }
+
+    async fn flush(&mut self, buf: &mut Vec<u8>) {
+        let now = self.now();
+        while let Some(t) = self.node.poll_transmit(now, buf) {
+            // A send error (no route, buffer full) is a lost datagram:
+            // Exon retransmits.
+            let _ = self.socket.send_to(&buf[..t.size], t.dst).await;
+        }
+        let mut freed = false;
+        while let Some(ev) = self.node.poll_event() {
+            match ev {
+                Event::Received { from, data } => {
+                    let _ = self.received.send((from, data));
+                }
+                Event::Delivered { id, .. } => {
+                    freed = true;
+                    let _ = self.outcomes.send((id, Outcome::Delivered));
+                }
+                Event::InDoubt { id, .. } => {
+                    freed = true;
+                    let _ = self.outcomes.send((id, Outcome::InDoubt));
+                }
+            }
+        }
+        if freed && !self.parked.is_empty() {
+            self.retry_parked();
+        }
+    }
+
+    async fn run(mut self) {
+        let mut buf = Vec::with_capacity(65_536);
+        let mut rbuf = vec![0u8; 65_536];
+        let (persisted_tx, mut persisted_rx) =
+            mpsc::unbounded_channel::<Result<u64, ClockStoreError>>();
+        let mut persisting = false;
+        loop {
+            self.flush(&mut buf).await;
+            if !persisting {
+                if let Some(limit) = self.node.clock_request() {
+                    persisting = true;
+                    let store = self.store.clone();
+                    let tx = persisted_tx.clone();
+                    // fsync off the driver task.
+                    tokio::task::spawn_blocking(move || {
+                        let r = match store.lock() {
+                            Ok(mut s) => s.persist(limit).map(|()| limit),
+                            Err(_) => Ok(0),
+                        };
+                        let _ = tx.send(r);
+                    });
+                }
+            }
+            let deadline = self.node.poll_timeout().map(|t| self.deadline(t));
+            tokio::select! {
+                r = self.socket.recv_from(&mut rbuf) => {
+                    if let Ok((n, src)) = r {
+                        let now = self.now();
+                        self.node.handle_datagram(now, src, Bytes::copy_from_slice(&rbuf[..n]));
+                    }
+                }
+                cmd = self.commands.recv() => match cmd {
+                    Some(Command::Send { peer, data, reply }) => self.try_send(peer, data, reply),
+                    Some(Command::AddPeer(peer, addr)) => self.node.add_peer(peer, addr),
+                    Some(Command::Close) | None => return,
+                },
+                Some(r) = persisted_rx.recv() => {
+                    persisting = false;
+                    match r {
+                        Ok(limit) => self.node.clock_persisted(limit),
+                        // Without a durable clock nothing may leave: stop.
+                        Err(_) => return,
+                    }
+                }
+                _ = async {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let now = self.now();
+                    self.node.handle_timeout(now);
+                }
+            }
+        }
+    }
+}

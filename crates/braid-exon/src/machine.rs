@@ -1,0 +1,1335 @@
+//! Algorithm 1 of the Exon paper (Kassam, Almeida, Shoker, §III-C) as a
+//! sans-IO state machine over frames, with the paper's future work and the
+//! fixes listed in the crate documentation.
+//!
+//! The machine knows nothing of datagrams, timers or congestion: frames
+//! come in ([`Machine::handle_frame`]), frames go out (control frames from
+//! [`Machine::poll_control`], token fragments from
+//! [`Machine::next_fragment`] when the transmitter has room), and timers
+//! are the transmitter's business: it calls the pieces of the algorithm's
+//! `periodically` block ([`Machine::retransmit_all`],
+//! [`Machine::request_slots`], [`Machine::keepalive`]) when they are due.
+//! The model checker drives the very same machine with a network that
+//! loses, duplicates and reorders frames.
+//!
+//! Comments `(l. N)` refer to the line numbers of Algorithm 1.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Range;
+
+use braid_core::Instant;
+use bytes::Bytes;
+
+use crate::clock::Clock;
+use crate::wire::{Frame, CLOCK_MAX, MAX_LIST, MAX_MESSAGE, MAX_RANGES};
+use crate::{MessageId, NodeId};
+
+/// Limits and sizes of a [`Machine`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MachineConfig {
+    /// Initial and smallest window `N` (envelopes kept in reserve, l. 17).
+    pub min_window: u64,
+    /// Largest window `N`; also the most slots a receiver grants one sender.
+    pub max_window: u64,
+    /// Message bytes per TOKEN fragment.
+    pub max_fragment: usize,
+    /// Most messages queued or unacknowledged per peer before
+    /// [`SendError::WindowFull`].
+    pub max_outstanding: usize,
+    /// Most message bytes queued or unacknowledged per peer.
+    pub max_outstanding_bytes: u64,
+    /// Most receiver records kept; beyond it, unpinned ones are evicted.
+    pub max_receivers: usize,
+    /// Most bytes held in partly received fragmented messages.
+    pub max_reassembly_bytes: u64,
+    /// Clock reservation block.
+    pub clock_block: u64,
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        MachineConfig {
+            min_window: 16,
+            max_window: 16_384,
+            max_fragment: 1_300,
+            max_outstanding: 65_536,
+            max_outstanding_bytes: 64 << 20,
+            max_receivers: 65_536,
+            max_reassembly_bytes: 256 << 20,
+            clock_block: 1 << 20,
+        }
+    }
+}
+
+/// Why [`Machine::send`] refused a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The message is larger than Exon carries.
+    #[error("message of {0} bytes exceeds the 16 MiB limit")]
+    TooLarge(usize),
+    /// Too many messages to this peer are queued or unacknowledged: wait
+    /// for [`Event::Delivered`] notifications and retry.
+    #[error("outstanding window to node {0} is full")]
+    WindowFull(NodeId),
+    /// A node cannot send to itself.
+    #[error("node {0} cannot send to itself")]
+    SelfSend(NodeId),
+    /// The node has no address for this peer ([`ExonNode`](crate::ExonNode)
+    /// only): call `add_peer` first.
+    #[error("no address known for node {0}")]
+    UnknownPeer(NodeId),
+    /// The 62-bit clock is exhausted (after 4.6·10^18 identifiers).
+    #[error("node clock exhausted")]
+    ClockExhausted,
+}
+
+/// What the application learns.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// A message from `from`, delivered exactly once.
+    Received {
+        /// Its sender.
+        from: NodeId,
+        /// The whole message.
+        data: Bytes,
+    },
+    /// The message was delivered at its destination (its token was
+    /// acknowledged).
+    Delivered {
+        /// Its destination.
+        to: NodeId,
+        /// What [`Machine::send`] returned.
+        id: MessageId,
+    },
+    /// The destination restarted while the message was unacknowledged: it
+    /// was delivered at most once, perhaps never, and that cannot be known.
+    InDoubt {
+        /// Its destination.
+        to: NodeId,
+        /// What [`Machine::send`] returned.
+        id: MessageId,
+    },
+}
+
+/// What the transmitter learns about fragments it handed out.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Feedback {
+    /// Transmission `tx` (from [`Machine::next_fragment`]) reached the peer.
+    Acked {
+        /// The peer.
+        peer: NodeId,
+        /// The transmission.
+        tx: u64,
+    },
+    /// Transmission `tx` no longer matters (its token was NACKed or is in
+    /// doubt); it may or may not have arrived.
+    Forgotten {
+        /// The peer.
+        peer: NodeId,
+        /// The transmission.
+        tx: u64,
+    },
+    /// A REQSLOTS sent at `sent_at` and never repeated was answered: an RTT
+    /// sample.
+    SlotsAnswered {
+        /// The peer.
+        peer: NodeId,
+        /// When the request left.
+        sent_at: Instant,
+    },
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct MachineStats {
+    /// Messages delivered to the application.
+    pub delivered: u64,
+    /// Tokens that arrived for an already consumed slot (acknowledged, not
+    /// delivered: the at-most-once check at work).
+    pub duplicate_tokens: u64,
+    /// NACKs sent (tokens of a forgotten incarnation).
+    pub nacks_sent: u64,
+    /// STALE answers sent (tokens from before a restart).
+    pub stale_sent: u64,
+    /// Messages queued again after a NACK.
+    pub resent_after_nack: u64,
+    /// Receiver records evicted to respect `max_receivers`.
+    pub evicted: u64,
+    /// REQSLOTS refused because every receiver record was pinned.
+    pub refused: u64,
+    /// Frames naming an incarnation this node never created.
+    pub bogus: u64,
+    /// Fragments dropped for lack of reassembly memory.
+    pub reassembly_dropped: u64,
+}
+
+/// A message waiting for an envelope (`S.msg`, l. 7).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Queued {
+    id: MessageId,
+    data: Bytes,
+}
+
+/// Transmission state of one fragment of a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Frag {
+    /// To be sent (again).
+    Pending,
+    /// Handed to the transmitter as `tx`.
+    InFlight {
+        tx: u64,
+        sent_at: Instant,
+        retransmitted: bool,
+    },
+    /// The receiver holds it (FRAGACK) or it was lost after being held.
+    Held,
+}
+
+/// A token: message plus the identity `(s, rck)` of the slot it consumes
+/// (Definition 3). Unlike l. 90, a token keeps the incarnation it was
+/// created in: re-tagging it with a newer `rck` could match a slot the
+/// receiver created again after forgetting the old incarnation and deliver
+/// the message twice.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Token {
+    rck: u64,
+    id: MessageId,
+    data: Bytes,
+    frags: Vec<Frag>,
+    /// Fragments ever transmitted (for Karn's rule on re-sends).
+    sent_any: bool,
+}
+
+/// Sender-side half-connection record `S` (l. 4-10).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SendRec {
+    /// `sck` (l. 5).
+    sck: u64,
+    /// `rck` (l. 6): incarnation of the receiver's record, once known.
+    rck: Option<u64>,
+    /// `msg` (l. 7).
+    msg: VecDeque<Queued>,
+    /// `env` (l. 8): always contiguous, so a range; `env_rck` is the
+    /// incarnation its slots live in.
+    env: Range<u64>,
+    env_rck: u64,
+    /// `tok` (l. 9).
+    tok: BTreeMap<u64, Token>,
+    /// Fragments to send, `(s, fragment)`; stale entries skipped.
+    ready: VecDeque<(u64, u32)>,
+    /// Window `N` for this peer (l. 17), set from the measured BDP.
+    window: u64,
+    /// Outstanding REQSLOTS `(s, n, sent_at, repeated)`.
+    request: Option<(u64, u64, Instant, bool)>,
+    /// Bytes of queued and unacknowledged messages.
+    bytes: u64,
+    last_activity: Instant,
+}
+
+impl SendRec {
+    fn new(sck: u64, window: u64, now: Instant) -> Self {
+        SendRec {
+            sck,
+            rck: None,
+            msg: VecDeque::new(),
+            env: sck..sck,
+            env_rck: 0,
+            tok: BTreeMap::new(),
+            ready: VecDeque::new(),
+            window,
+            request: None,
+            bytes: 0,
+            last_activity: now,
+        }
+    }
+
+    /// Garbage-collection frontier `l` (l. 40-42): no token or envelope
+    /// below it. Tokens of a dead incarnation still count: their fate is
+    /// not settled.
+    fn frontier(&self) -> u64 {
+        // Tokens are made from the lowest envelopes, so every token lies
+        // below every envelope, and an empty `env` starts at `sck`.
+        self.tok
+            .first_key_value()
+            .map_or(self.env.start, |(&s, _)| s.min(self.env.start))
+    }
+
+    fn env_len(&self) -> u64 {
+        self.env.end - self.env.start
+    }
+}
+
+/// A partly received fragmented message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Partial {
+    data: Vec<u8>,
+    /// Disjoint, sorted byte ranges held.
+    have: Vec<(u64, u64)>,
+}
+
+impl Partial {
+    fn insert(&mut self, offset: u64, bytes: &[u8]) {
+        let (a, b) = (offset, offset + bytes.len() as u64);
+        self.data[a as usize..b as usize].copy_from_slice(bytes);
+        let mut merged = Vec::with_capacity(self.have.len() + 1);
+        let (mut lo, mut hi) = (a, b);
+        for &(x, y) in &self.have {
+            if y < lo || x > hi {
+                merged.push((x, y));
+            } else {
+                lo = lo.min(x);
+                hi = hi.max(y);
+            }
+        }
+        merged.push((lo, hi));
+        merged.sort_unstable();
+        self.have = merged;
+    }
+
+    fn complete(&self) -> bool {
+        self.have.len() == 1 && self.have[0] == (0, self.data.len() as u64)
+    }
+}
+
+/// Receiver-side half-connection record `R` (l. 11-15).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct RecvRec {
+    /// `sck` (l. 12): one past the highest slot created.
+    sck: u64,
+    /// `rck` (l. 13): this incarnation.
+    rck: u64,
+    /// `slt` (l. 14): unconsumed slots.
+    slt: BTreeSet<u64>,
+    /// Consumed slots at or above `frontier`: the sender may still hold
+    /// their tokens (its ACK may be lost), so the record is *pinned* and
+    /// may not be forgotten until the frontier passes them.
+    consumed: BTreeSet<u64>,
+    /// Highest garbage-collection frontier `l` received.
+    frontier: u64,
+    /// Reassembly of fragmented tokens, by slot.
+    partial: BTreeMap<u64, Partial>,
+    last_activity: Instant,
+}
+
+impl RecvRec {
+    fn pinned(&self) -> bool {
+        !self.consumed.is_empty()
+    }
+    fn partial_bytes(&self) -> u64 {
+        self.partial.values().map(|p| p.data.len() as u64).sum()
+    }
+}
+
+/// The Exon protocol state of one node: the clock `ck` and the maps `S`
+/// and `R` (l. 18-21), plus queues of frames to send.
+///
+/// ```
+/// use braid_exon::{Machine, MachineConfig, NodeId, Event};
+/// use braid_core::Instant;
+/// use bytes::Bytes;
+///
+/// let now = Instant::ZERO;
+/// let (a_id, b_id) = (NodeId(1), NodeId(2));
+/// let mut a = Machine::new(a_id, MachineConfig::default(), 0);
+/// let mut b = Machine::new(b_id, MachineConfig::default(), 0);
+/// let id = a.send(now, b_id, Bytes::from_static(b"hello")).unwrap();
+/// // Shuttle frames (a perfect network) until nothing moves.
+/// for _ in 0..10 {
+///     for (m, peer) in [(&mut a, b_id), (&mut b, a_id)] {
+///         if let Some(limit) = m.clock_request() { m.clock_persisted(limit); }
+///     }
+///     while let Some(f) = a.poll_control(b_id) { b.handle_frame(now, a_id, f); }
+///     while let Some(f) = a.next_fragment(b_id, now, 0) { b.handle_frame(now, a_id, f); }
+///     while let Some(f) = b.poll_control(a_id) { a.handle_frame(now, b_id, f); }
+/// }
+/// assert_eq!(b.poll_event(), Some(Event::Received { from: a_id, data: Bytes::from_static(b"hello") }));
+/// assert_eq!(a.poll_event(), Some(Event::Delivered { to: b_id, id }));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Machine {
+    id: NodeId,
+    cfg: MachineConfig,
+    clock: Clock,
+    /// `S_i` (l. 20).
+    senders: BTreeMap<NodeId, SendRec>,
+    /// `R_i` (l. 21).
+    receivers: BTreeMap<NodeId, RecvRec>,
+    /// Control frames ready to leave, per peer.
+    outbox: BTreeMap<NodeId, VecDeque<Frame>>,
+    /// Frames revealing clock values not yet durable: `(peer, frame, bound)`.
+    blocked: VecDeque<(NodeId, Frame, u64)>,
+    events: VecDeque<Event>,
+    feedback: VecDeque<Feedback>,
+    next_message: u64,
+    reassembly_bytes: u64,
+    stats: Counters,
+}
+
+/// Counters are observations, not protocol state: two machines that differ
+/// only in them behave identically (and the model checker must see them as
+/// one state, or every duplicate delivery would make a new one).
+#[derive(Debug, Clone, Default)]
+struct Counters(MachineStats);
+
+impl PartialEq for Counters {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for Counters {}
+impl std::hash::Hash for Counters {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+impl std::ops::Deref for Counters {
+    type Target = MachineStats;
+    fn deref(&self) -> &MachineStats {
+        &self.0
+    }
+}
+impl std::ops::DerefMut for Counters {
+    fn deref_mut(&mut self) -> &mut MachineStats {
+        &mut self.0
+    }
+}
+
+impl Machine {
+    /// A node `id` starting from the durable clock value `persisted_clock`
+    /// (0 for a new node; after a crash, what its
+    /// [`ClockStore`](crate::clock::ClockStore) holds).
+    pub fn new(id: NodeId, cfg: MachineConfig, persisted_clock: u64) -> Machine {
+        let clock = Clock::boot(persisted_clock, cfg.clock_block);
+        Machine {
+            id,
+            cfg,
+            clock,
+            senders: BTreeMap::new(),
+            receivers: BTreeMap::new(),
+            outbox: BTreeMap::new(),
+            blocked: VecDeque::new(),
+            events: VecDeque::new(),
+            feedback: VecDeque::new(),
+            next_message: 0,
+            reassembly_bytes: 0,
+            stats: Counters::default(),
+        }
+    }
+
+    /// This node.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MachineConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &MachineStats {
+        &self.stats.0
+    }
+
+    /// The node clock `ck`.
+    pub fn clock(&self) -> u64 {
+        self.clock.ck
+    }
+
+    /// The durable clock limit this machine knows of.
+    pub fn persisted_clock(&self) -> u64 {
+        self.clock.persisted
+    }
+
+    /// Number of sender and receiver records: `(|S|, |R|)`. Both are 0
+    /// once all conversations have ended: only the clock remains.
+    pub fn records(&self) -> (usize, usize) {
+        (self.senders.len(), self.receivers.len())
+    }
+
+    /// Messages queued or unacknowledged to `peer`.
+    pub fn outstanding(&self, peer: NodeId) -> usize {
+        self.senders
+            .get(&peer)
+            .map_or(0, |c| c.msg.len() + c.tok.len())
+    }
+
+    /// True when nothing is left to do: no records, nothing to send, no
+    /// event or feedback pending.
+    pub fn is_idle(&self) -> bool {
+        self.senders.is_empty()
+            && self.receivers.is_empty()
+            && self.outbox.values().all(VecDeque::is_empty)
+            && self.blocked.is_empty()
+    }
+
+    // ----- the durable clock ------------------------------------------------
+
+    /// A clock limit to make durable, if one is wanted: store it, then call
+    /// [`clock_persisted`](Self::clock_persisted).
+    pub fn clock_request(&self) -> Option<u64> {
+        (self.clock.wanted > self.clock.persisted).then_some(self.clock.wanted)
+    }
+
+    /// The clock is durably at least `limit`: frames waiting for it leave.
+    pub fn clock_persisted(&mut self, limit: u64) {
+        if limit <= self.clock.persisted {
+            return;
+        }
+        self.clock.persisted = limit;
+        let mut still = VecDeque::new();
+        while let Some((peer, frame, bound)) = self.blocked.pop_front() {
+            if self.clock.covers(bound) {
+                self.push_out(peer, frame);
+            } else {
+                still.push_back((peer, frame, bound));
+            }
+        }
+        self.blocked = still;
+        self.clock.want(self.clock.ck);
+    }
+
+    /// Queue a frame that reveals clock values below `bound`: it leaves
+    /// only once the clock is durably there.
+    fn emit_gated(&mut self, peer: NodeId, frame: Frame, bound: u64) {
+        self.clock.want(bound);
+        if self.clock.covers(bound) && self.blocked.iter().all(|(p, _, _)| *p != peer) {
+            self.push_out(peer, frame);
+        } else {
+            self.blocked.push_back((peer, frame, bound));
+        }
+    }
+
+    /// Queue a control frame, coalescing acknowledgements and superseding
+    /// an unsent REQSLOTS (piggybacking happens when the transmitter packs
+    /// the queue into datagrams).
+    fn push_out(&mut self, peer: NodeId, frame: Frame) {
+        let q = self.outbox.entry(peer).or_default();
+        match &frame {
+            Frame::ReqSlots { .. } => {
+                q.retain(|f| !matches!(f, Frame::ReqSlots { .. }));
+            }
+            Frame::Slots { .. } => {
+                if q.contains(&frame) {
+                    return;
+                }
+            }
+            Frame::Ack { r, slots } | Frame::Nack { r, slots } | Frame::Stale { r, slots } => {
+                let s = slots[0];
+                let same_kind =
+                    |f: &Frame| std::mem::discriminant(f) == std::mem::discriminant(&frame);
+                for f in q.iter_mut().rev().take(4) {
+                    if !same_kind(f) {
+                        continue;
+                    }
+                    if let Frame::Ack { r: r2, slots: l }
+                    | Frame::Nack { r: r2, slots: l }
+                    | Frame::Stale { r: r2, slots: l } = f
+                    {
+                        if r2 == r
+                            && (l.len() as u64) < MAX_LIST
+                            && l.last().is_some_and(|&x| x < s)
+                        {
+                            l.push(s);
+                            return;
+                        }
+                        if r2 == r && l.contains(&s) {
+                            return;
+                        }
+                    }
+                }
+            }
+            Frame::FragAck { s, r, .. } => {
+                q.retain(
+                    |f| !matches!(f, Frame::FragAck { s: s2, r: r2, .. } if s2 == s && r2 == r),
+                );
+            }
+            Frame::Token { .. } => {}
+        }
+        q.push_back(frame);
+    }
+
+    // ----- application side -------------------------------------------------
+
+    /// `EOsend(j, m)` (l. 22-35): queue `data` for `peer`; it is delivered
+    /// there exactly once, and [`Event::Delivered`] with the returned id
+    /// follows.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        peer: NodeId,
+        data: Bytes,
+    ) -> Result<MessageId, SendError> {
+        if data.len() as u64 > MAX_MESSAGE {
+            return Err(SendError::TooLarge(data.len()));
+        }
+        if peer == self.id {
+            return Err(SendError::SelfSend(peer));
+        }
+        if self.clock.ck >= CLOCK_MAX - (1 << 32) {
+            return Err(SendError::ClockExhausted);
+        }
+        if let Some(c) = self.senders.get(&peer) {
+            if c.msg.len() + c.tok.len() >= self.cfg.max_outstanding
+                || c.bytes + data.len() as u64 > self.cfg.max_outstanding_bytes
+            {
+                return Err(SendError::WindowFull(peer));
+            }
+        }
+        let id = MessageId(self.next_message);
+        self.next_message += 1;
+        let (ck, window) = (self.clock.ck, self.cfg.min_window);
+        // l. 23-25: a new record starts at the node clock.
+        let c = self
+            .senders
+            .entry(peer)
+            .or_insert_with(|| SendRec::new(ck, window, now));
+        c.bytes += data.len() as u64;
+        c.last_activity = now;
+        c.msg.push_back(Queued { id, data });
+        // l. 28-33 (an envelope is at hand) or l. 35 (queue it).
+        self.assign(peer);
+        // l. 30-31 with low/high watermarks instead of "|env| = N - 1".
+        self.maybe_request(now, peer);
+        Ok(id)
+    }
+
+    /// Sets the window `N` for `peer` (clamped to the configured range),
+    /// typically from the measured bandwidth-delay product.
+    pub fn set_window(&mut self, peer: NodeId, n: u64) {
+        let n = n.clamp(self.cfg.min_window, self.cfg.max_window);
+        if let Some(c) = self.senders.get_mut(&peer) {
+            c.window = n;
+        }
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The next piece of feedback for the transmitter.
+    pub fn poll_feedback(&mut self) -> Option<Feedback> {
+        self.feedback.pop_front()
+    }
+
+    /// Pairs queued messages with envelopes into tokens (l. 29-32 and
+    /// l. 69-72); the fragments then wait for the transmitter (l. 33, 73).
+    fn assign(&mut self, peer: NodeId) {
+        let frag = self.cfg.max_fragment.max(1);
+        let Some(c) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        while !c.env.is_empty() && !c.msg.is_empty() {
+            let e = c.env.start;
+            c.env.start += 1;
+            let Some(m) = c.msg.pop_front() else { break };
+            let n = m.data.len().div_ceil(frag).max(1);
+            let frags = vec![Frag::Pending; n];
+            for i in 0..n {
+                c.ready.push_back((e, i as u32));
+            }
+            c.tok.insert(
+                e,
+                Token {
+                    rck: c.env_rck,
+                    id: m.id,
+                    data: m.data,
+                    frags,
+                    sent_any: false,
+                },
+            );
+        }
+    }
+
+    /// Requests slots when the envelopes in reserve fall to the low
+    /// watermark `N/2` (instead of after every send, l. 30), asking for
+    /// enough to reach the high watermark `N` (l. 38).
+    fn maybe_request(&mut self, now: Instant, peer: NodeId) {
+        let Some(c) = self.senders.get(&peer) else {
+            return;
+        };
+        let have = c.env_len();
+        let queued = c.msg.len() as u64;
+        if have > c.window / 2 + queued {
+            return;
+        }
+        let n = (c.window + queued).saturating_sub(have);
+        if n == 0 {
+            return;
+        }
+        // One request at a time per clock value; re-ask early only if the
+        // need has doubled (the timer re-sends it otherwise, l. 91).
+        if let Some((s, m, _, _)) = c.request {
+            if s == c.sck && n < 2 * m {
+                return;
+            }
+        }
+        self.send_request(now, peer, n);
+    }
+
+    /// `requestSlots` (l. 36-47), as run by the periodic timer (l. 91):
+    /// repeats an unanswered request, and closes an idle half-connection
+    /// whose reserve is full (l. 44-47).
+    pub fn request_slots(&mut self, now: Instant, peer: NodeId) {
+        let Some(c) = self.senders.get(&peer) else {
+            return;
+        };
+        let n = (c.window + c.msg.len() as u64).saturating_sub(c.env_len()); // l. 38
+        if n > 0 {
+            self.send_request(now, peer, n); // l. 43
+        } else if c.tok.is_empty() && c.msg.is_empty() {
+            self.close(peer); // l. 44-47
+        }
+    }
+
+    /// Ends an idle sender half-connection (no queued message, no token):
+    /// l. 45-47, triggered by an idle timeout instead of a full reserve.
+    /// Returns whether it was closed.
+    pub fn close_if_idle(&mut self, peer: NodeId) -> bool {
+        match self.senders.get(&peer) {
+            Some(c) if c.tok.is_empty() && c.msg.is_empty() => {
+                self.close(peer);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Is the sender record for `peer` idle (closable) and since when?
+    pub fn sender_idle_since(&self, peer: NodeId) -> Option<Instant> {
+        self.senders
+            .get(&peer)
+            .filter(|c| c.tok.is_empty() && c.msg.is_empty())
+            .map(|c| c.last_activity)
+    }
+
+    fn close(&mut self, peer: NodeId) {
+        let Some(c) = self.senders.remove(&peer) else {
+            return;
+        };
+        // l. 45: tells the receiver it may forget every slot below sck.
+        self.emit_gated(
+            peer,
+            Frame::ReqSlots {
+                s: c.sck,
+                n: 0,
+                l: c.sck,
+            },
+            c.sck,
+        );
+        // l. 46: later records to anyone start above every envelope of this
+        // one.
+        self.clock.ck = self.clock.ck.max(c.sck);
+    }
+
+    fn send_request(&mut self, now: Instant, peer: NodeId, n: u64) {
+        let Some(c) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        let n = n.min(self.cfg.max_window);
+        let l = c.frontier(); // l. 40-42
+        let s = c.sck;
+        let repeated = c.request.is_some_and(|(s2, _, _, _)| s2 == s);
+        c.request = Some((s, n, now, repeated));
+        // Envelope ids s..s+n are derived from our clock: it must be past
+        // them (durably, before the frame leaves) so that a restarted node
+        // never asks for the same range again.
+        self.clock.ck = self.clock.ck.max(s + n);
+        self.emit_gated(peer, Frame::ReqSlots { s, n, l }, s + n); // l. 43
+    }
+
+    // ----- timers (the `periodically` block, l. 87-93) ------------------------
+
+    /// l. 88-90: every fragment handed out and not acknowledged is to be
+    /// sent again.
+    pub fn retransmit_all(&mut self, peer: NodeId) {
+        let Some(c) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        for (&s, t) in c.tok.iter_mut() {
+            for (i, f) in t.frags.iter_mut().enumerate() {
+                if let Frag::InFlight { .. } = f {
+                    *f = Frag::Pending;
+                    c.ready.push_back((s, i as u32));
+                }
+            }
+        }
+    }
+
+    /// l. 92-93: the receiver's keep-alive, `SLOTS(sck, rck, 0)`. It lets a
+    /// sender that forgot its record tell us to forget ours.
+    pub fn keepalive(&mut self, peer: NodeId) {
+        if let Some(c) = self.receivers.get(&peer) {
+            let (s, r) = (c.sck, c.rck);
+            self.emit_gated(peer, Frame::Slots { s, r, n: 0 }, r + 1);
+        }
+    }
+
+    /// Peers with a sender record.
+    pub fn sender_peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.senders.keys().copied()
+    }
+
+    /// Peers with a receiver record.
+    pub fn receiver_peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.receivers.keys().copied()
+    }
+
+    /// Does `peer` have a sender record with unacknowledged tokens or an
+    /// unanswered request (so a retransmission timer should run)?
+    pub fn sender_busy(&self, peer: NodeId) -> bool {
+        self.senders
+            .get(&peer)
+            .is_some_and(|c| !c.tok.is_empty() || c.request.is_some() || !c.msg.is_empty())
+    }
+
+    /// Forgets receiver records idle since before `cutoff` that are not
+    /// pinned: their senders can only lose a retransmission (they get a
+    /// NACK and send again). Returns how many were forgotten.
+    pub fn forget_idle_receivers(&mut self, cutoff: Instant) -> usize {
+        let victims: Vec<NodeId> = self
+            .receivers
+            .iter()
+            .filter(|(_, c)| !c.pinned() && c.last_activity < cutoff)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in &victims {
+            self.drop_receiver(*p);
+        }
+        victims.len()
+    }
+
+    fn drop_receiver(&mut self, peer: NodeId) {
+        if let Some(c) = self.receivers.remove(&peer) {
+            self.reassembly_bytes -= c.partial_bytes();
+        }
+    }
+
+    // ----- frames out -------------------------------------------------------
+
+    /// The next control frame for `peer` (REQSLOTS, SLOTS, ACK, NACK,
+    /// STALE, FRAGACK).
+    pub fn poll_control(&mut self, peer: NodeId) -> Option<Frame> {
+        let q = self.outbox.get_mut(&peer)?;
+        let f = q.pop_front();
+        if q.is_empty() {
+            self.outbox.remove(&peer);
+        }
+        f
+    }
+
+    /// Puts back a frame from [`poll_control`](Self::poll_control) that did
+    /// not fit in the datagram.
+    pub fn unpoll_control(&mut self, peer: NodeId, frame: Frame) {
+        self.outbox.entry(peer).or_default().push_front(frame);
+    }
+
+    /// Peers with control frames waiting.
+    pub fn control_peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.outbox.keys().copied()
+    }
+
+    /// Is a token fragment waiting to be sent to `peer`?
+    pub fn has_fragment(&mut self, peer: NodeId) -> bool {
+        let Some(c) = self.senders.get_mut(&peer) else {
+            return false;
+        };
+        while let Some(&(s, i)) = c.ready.front() {
+            if matches!(
+                c.tok.get(&s).and_then(|t| t.frags.get(i as usize)),
+                Some(Frag::Pending)
+            ) {
+                return true;
+            }
+            c.ready.pop_front();
+        }
+        false
+    }
+
+    /// Encoded size of the TOKEN frame [`next_fragment`](Self::next_fragment)
+    /// would return.
+    pub fn peek_fragment_len(&mut self, peer: NodeId) -> Option<usize> {
+        if !self.has_fragment(peer) {
+            return None;
+        }
+        let frag_len = self.cfg.max_fragment.max(1);
+        let c = self.senders.get(&peer)?;
+        let &(s, i) = c.ready.front()?;
+        let t = c.tok.get(&s)?;
+        let start = (i as usize * frag_len).min(t.data.len());
+        let end = (start + frag_len).min(t.data.len());
+        let v = braid_proto::wire::varint_len;
+        Some(
+            1 + v(s)
+                + v(t.rck)
+                + v(t.data.len() as u64)
+                + v(start as u64)
+                + v((end - start) as u64)
+                + end
+                - start,
+        )
+    }
+
+    /// Peers with token fragments possibly waiting.
+    pub fn fragment_peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.senders
+            .iter()
+            .filter(|(_, c)| !c.ready.is_empty())
+            .map(|(p, _)| *p)
+    }
+
+    /// The next TOKEN fragment for `peer` (l. 33, 73, 90), recorded as
+    /// transmission `tx` sent at `now`.
+    pub fn next_fragment(&mut self, peer: NodeId, now: Instant, tx: u64) -> Option<Frame> {
+        if !self.has_fragment(peer) {
+            return None;
+        }
+        let frag_len = self.cfg.max_fragment.max(1);
+        let c = self.senders.get_mut(&peer)?;
+        let (s, i) = c.ready.pop_front()?;
+        let t = c.tok.get_mut(&s)?;
+        let retransmitted = t.sent_any;
+        t.sent_any = true;
+        t.frags[i as usize] = Frag::InFlight {
+            tx,
+            sent_at: now,
+            retransmitted,
+        };
+        let start = (i as usize * frag_len).min(t.data.len());
+        let end = (start + frag_len).min(t.data.len());
+        c.last_activity = now;
+        Some(Frame::Token {
+            s,
+            r: t.rck,
+            len: t.data.len() as u64,
+            offset: start as u64,
+            data: t.data.slice(start..end),
+        })
+    }
+
+    /// The transmitter declared transmission `tx` of fragment `offset` of
+    /// token `s` to `peer` lost: send it again.
+    pub fn fragment_lost(&mut self, peer: NodeId, s: u64, offset: u64, tx: u64) {
+        let frag_len = self.cfg.max_fragment.max(1) as u64;
+        let Some(c) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        let Some(t) = c.tok.get_mut(&s) else { return };
+        let i = (offset / frag_len) as usize;
+        if let Some(f @ Frag::InFlight { .. }) = t.frags.get_mut(i) {
+            if matches!(f, Frag::InFlight { tx: t2, .. } if *t2 == tx) {
+                *f = Frag::Pending;
+                c.ready.push_back((s, i as u32));
+            }
+        }
+    }
+
+    /// Was transmission `tx` a first transmission (usable for an RTT
+    /// sample under Karn's rule)? Only meaningful before its feedback.
+    pub fn first_transmission(&self, peer: NodeId, s: u64, offset: u64, tx: u64) -> bool {
+        let frag_len = self.cfg.max_fragment.max(1) as u64;
+        self.senders
+            .get(&peer)
+            .and_then(|c| c.tok.get(&s))
+            .and_then(|t| t.frags.get((offset / frag_len) as usize))
+            .is_some_and(
+                |f| matches!(f, Frag::InFlight { tx: t2, retransmitted: false, .. } if *t2 == tx),
+            )
+    }
+
+    // ----- frames in --------------------------------------------------------
+
+    /// A frame from `peer` arrived.
+    pub fn handle_frame(&mut self, now: Instant, peer: NodeId, frame: Frame) {
+        if peer == self.id {
+            self.stats.bogus += 1;
+            return;
+        }
+        match frame {
+            Frame::ReqSlots { s, n, l } => self.on_reqslots(now, peer, s, n, l),
+            Frame::Slots { s, r, n } => self.on_slots(now, peer, s, r, n),
+            Frame::Token {
+                s,
+                r,
+                len,
+                offset,
+                data,
+            } => self.on_token(now, peer, s, r, len, offset, data),
+            Frame::Ack { r, slots } => {
+                for s in slots {
+                    self.on_ack(now, peer, s, r);
+                }
+            }
+            Frame::Nack { r, slots } => {
+                for s in slots {
+                    self.on_nack(now, peer, s, r);
+                }
+            }
+            Frame::Stale { r, slots } => {
+                for s in slots {
+                    self.on_stale(now, peer, s, r);
+                }
+            }
+            Frame::FragAck { s, r, ranges } => self.on_fragack(now, peer, s, r, &ranges),
+        }
+    }
+
+    /// l. 48-60.
+    fn on_reqslots(&mut self, now: Instant, peer: NodeId, s: u64, n: u64, l: u64) {
+        if !self.receivers.contains_key(&peer) {
+            // A close (n = 0) for a record we do not have: l. 49-51 would
+            // create one only for l. 59-60 to remove it at once. Skipping
+            // that saves a clock value per duplicate.
+            if n == 0 {
+                return;
+            }
+            if self.receivers.len() >= self.cfg.max_receivers && !self.evict_one() {
+                self.stats.refused += 1;
+                return;
+            }
+            // l. 49-51: a new incarnation, named by the node clock.
+            let rck = self.clock.ck;
+            self.clock.ck += 1;
+            self.receivers.insert(
+                peer,
+                RecvRec {
+                    sck: s,
+                    rck,
+                    slt: BTreeSet::new(),
+                    consumed: BTreeSet::new(),
+                    frontier: l,
+                    partial: BTreeMap::new(),
+                    last_activity: now,
+                },
+            );
+        }
+        // Live plus pinned slots per sender: an honest sender holds at most
+        // N envelopes and N tokens; pinned slots wait for its next frontier.
+        let cap = 4 * self.cfg.max_window;
+        let Some(c) = self.receivers.get_mut(&peer) else {
+            return;
+        };
+        c.last_activity = now;
+        // l. 53: forget slots below the frontier. The highest frontier seen
+        // is used: the sender's frontier only grows, so an old duplicate
+        // can only carry a lower one.
+        if l > c.frontier {
+            c.frontier = l;
+            c.slt = c.slt.split_off(&l);
+            c.consumed = c.consumed.split_off(&l);
+            let kept = c.partial.split_off(&l);
+            let freed: u64 = c.partial.values().map(|p| p.data.len() as u64).sum();
+            c.partial = kept;
+            self.reassembly_bytes -= freed;
+        }
+        let mut reply = None;
+        if n > 0 {
+            // l. 54-57, creating only slots at or above s (see the crate
+            // docs): slots below s were never asked for in this
+            // incarnation. At most `cap` slots per sender, live or pinned.
+            let n = n.min(self.cfg.max_window);
+            let from = c.sck.max(s);
+            let room = (cap as usize).saturating_sub(c.slt.len() + c.consumed.len()) as u64;
+            let end = if s + n > from {
+                (s + n).min(from + room)
+            } else {
+                s + n
+            };
+            for x in from..end {
+                c.slt.insert(x);
+            }
+            c.sck = c.sck.max(end);
+            let granted = end.saturating_sub(s);
+            if granted > 0 {
+                reply = Some((
+                    Frame::Slots {
+                        s,
+                        r: c.rck,
+                        n: granted,
+                    },
+                    c.rck + 1,
+                )); // l. 58
+            }
+        }
+        // l. 59-60, but only when no consumed slot is at or above the
+        // frontier: the sender may still hold that token, and answering its
+        // retransmission needs this record (otherwise it would be NACKed
+        // and sent again: a duplicate).
+        let remove = c.slt.is_empty() && !c.pinned();
+        if let Some((f, bound)) = reply {
+            self.emit_gated(peer, f, bound);
+        }
+        if remove {
+            self.drop_receiver(peer);
+        }
+    }
+
+    /// Evicts the least recently active unpinned receiver record. Its
+    /// sender holds no token whose slot was consumed at or above the
+    /// frontier, so every token it holds for that incarnation is
+    /// unconsumed and will be NACKed and sent again: eviction costs a
+    /// retransmission, never a duplicate.
+    fn evict_one(&mut self) -> bool {
+        let victim = self
+            .receivers
+            .iter()
+            .filter(|(_, c)| !c.pinned())
+            .min_by_key(|(p, c)| (c.last_activity, **p))
+            .map(|(p, _)| *p);
+        match victim {
+            Some(p) => {
+                self.drop_receiver(p);
+                self.stats.evicted += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// l. 61-74.
+    fn on_slots(&mut self, now: Instant, peer: NodeId, s: u64, r: u64, n: u64) {
+        let Some(c) = self.senders.get_mut(&peer) else {
+            // l. 62-63: no record, so no token or envelope: tell the
+            // receiver to forget everything. Reply with a clock at least its
+            // sck (adopting it): l. 63's `ck` alone may lie below slots the
+            // receiver created for a larger request we never saw answered,
+            // and those would then never be collected.
+            if s > self.clock.ck.saturating_add(1 << 40) {
+                self.stats.bogus += 1; // an absurd jump: not from an honest peer
+                return;
+            }
+            let c = self.clock.ck.max(s);
+            self.clock.ck = c;
+            self.emit_gated(peer, Frame::ReqSlots { s: c, n: 0, l: c }, c);
+            return;
+        };
+        if s != c.sck {
+            return; // l. 64: an old answer
+        }
+        if n == 0 {
+            // Keep-alive from the receiver: nudge our request (l. 74).
+            if c.request.is_some() || !c.msg.is_empty() {
+                self.request_slots(now, peer);
+            }
+            return;
+        }
+        if let Some((s2, _, sent_at, repeated)) = c.request.take() {
+            if s2 == s && !repeated {
+                self.feedback
+                    .push_back(Feedback::SlotsAnswered { peer, sent_at });
+            }
+        }
+        if c.rck != Some(r) {
+            // A new incarnation: envelopes of the old one are options on
+            // slots that no longer exist (l. 66 would re-tag them).
+            c.env = s..s;
+            c.rck = Some(r); // l. 66
+            c.env_rck = r;
+        }
+        c.env.end = s + n; // l. 67
+        c.sck = s + n; // l. 68
+        c.last_activity = now;
+        self.assign(peer); // l. 69-73
+        self.maybe_request(now, peer); // l. 74
+    }
+
+    /// l. 75-81, with fragment reassembly and answers for tokens of
+    /// incarnations that no longer exist.
+    #[allow(clippy::too_many_arguments)]
+    fn on_token(
+        &mut self,
+        now: Instant,
+        peer: NodeId,
+        s: u64,
+        r: u64,
+        len: u64,
+        offset: u64,
+        data: Bytes,
+    ) {
+        let Some(c) = self.receivers.get_mut(&peer).filter(|c| c.rck == r) else {
+            // No record, or one of another incarnation (l. 76 fails). The
+            // paper stays silent; we tell the sender what became of slot s.
+            if r < self.clock.boot {
+                // From a previous life of this node: unknowable.
+                self.stats.stale_sent += 1;
+                self.push_out(peer, Frame::Stale { r, slots: vec![s] });
+            } else if r >= self.clock.ck {
+                self.stats.bogus += 1; // never created
+            } else {
+                // Created in this life and forgotten while unpinned: slot s
+                // was never consumed and never will be (rck is unique).
+                self.stats.nacks_sent += 1;
+                self.push_out(peer, Frame::Nack { r, slots: vec![s] });
+            }
+            return;
+        };
+        c.last_activity = now;
+        if !c.slt.contains(&s) {
+            // l. 78 fails: consumed already (or below the frontier): only
+            // acknowledge (l. 81).
+            self.stats.duplicate_tokens += 1;
+            self.push_out(peer, Frame::Ack { r, slots: vec![s] });
+            return;
+        }
+        let whole = if offset == 0 && data.len() as u64 == len {
+            Some(data)
+        } else {
+            match c.partial.get_mut(&s) {
+                Some(p) if p.data.len() as u64 == len => {
+                    p.insert(offset, &data);
+                }
+                Some(_) => {
+                    self.stats.bogus += 1; // length changed: not an honest sender
+                    return;
+                }
+                None => {
+                    if self.reassembly_bytes + len > self.cfg.max_reassembly_bytes {
+                        // No memory: drop; the sender retransmits later.
+                        self.stats.reassembly_dropped += 1;
+                        return;
+                    }
+                    self.reassembly_bytes += len;
+                    let mut p = Partial {
+                        data: vec![0; len as usize],
+                        have: Vec::new(),
+                    };
+                    p.insert(offset, &data);
+                    c.partial.insert(s, p);
+                }
+            }
+            let p = &c.partial[&s];
+            if p.complete() {
+                let p = c.partial.remove(&s).map(|p| p.data).unwrap_or_default();
+                self.reassembly_bytes -= len;
+                Some(Bytes::from(p))
+            } else {
+                // Report the range holding the fragment just received and
+                // those before it: the sender knows of older ones already.
+                let at = p.have.iter().position(|&(_, b)| b > offset).unwrap_or(0);
+                let from = (at + 1).saturating_sub(MAX_RANGES as usize);
+                let ranges: Vec<(u64, u64)> = p.have[from..=at.min(p.have.len() - 1)].to_vec();
+                self.push_out(peer, Frame::FragAck { s, r, ranges });
+                return;
+            }
+        };
+        let Some(data) = whole else { return };
+        let c = self.receivers.get_mut(&peer).expect("record checked above");
+        // l. 79-80: consume the slot and deliver, in one step.
+        c.slt.remove(&s);
+        if s >= c.frontier {
+            c.consumed.insert(s);
+        }
+        self.stats.delivered += 1;
+        self.events.push_back(Event::Received { from: peer, data });
+        self.push_out(peer, Frame::Ack { r, slots: vec![s] }); // l. 81
+    }
+
+    /// Removes token `s` of incarnation `r`, reporting its transmissions.
+    fn take_token(&mut self, peer: NodeId, s: u64, r: u64, acked: bool) -> Option<Token> {
+        let c = self.senders.get_mut(&peer)?;
+        if c.tok.get(&s)?.rck != r {
+            return None;
+        }
+        let t = c.tok.remove(&s)?;
+        c.bytes -= t.data.len() as u64;
+        for f in &t.frags {
+            if let Frag::InFlight { tx, .. } = f {
+                self.feedback.push_back(if acked {
+                    Feedback::Acked { peer, tx: *tx }
+                } else {
+                    Feedback::Forgotten { peer, tx: *tx }
+                });
+            }
+        }
+        Some(t)
+    }
+
+    /// l. 82-86.
+    fn on_ack(&mut self, now: Instant, peer: NodeId, s: u64, r: u64) {
+        if let Some(t) = self.take_token(peer, s, r, true) {
+            if let Some(c) = self.senders.get_mut(&peer) {
+                c.last_activity = now;
+            }
+            self.events
+                .push_back(Event::Delivered { to: peer, id: t.id });
+        }
+    }
+
+    /// The receiver forgot incarnation `r` while slot `s` was unconsumed:
+    /// the message goes back to the queue for a fresh envelope.
+    fn on_nack(&mut self, now: Instant, peer: NodeId, s: u64, r: u64) {
+        let Some(t) = self.take_token(peer, s, r, false) else {
+            return;
+        };
+        self.stats.resent_after_nack += 1;
+        let Some(c) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        c.bytes += t.data.len() as u64;
+        c.msg.push_front(Queued {
+            id: t.id,
+            data: t.data,
+        });
+        if c.env_rck == r {
+            let start = c.env.end;
+            c.env = start..start; // envelopes of the dead incarnation
+        }
+        self.assign(peer);
+        self.maybe_request(now, peer);
+    }
+
+    /// The receiver restarted since it created incarnation `r`: the token's
+    /// fate is unknowable. Tokens of `r` never transmitted cannot have been
+    /// consumed: they go back to the queue like NACKed ones.
+    fn on_stale(&mut self, now: Instant, peer: NodeId, s: u64, r: u64) {
+        let Some(t) = self.take_token(peer, s, r, false) else {
+            return;
+        };
+        self.events.push_back(Event::InDoubt { to: peer, id: t.id });
+        let Some(c) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        if c.env_rck == r {
+            let start = c.env.end;
+            c.env = start..start;
+        }
+        let unsent: Vec<u64> = c
+            .tok
+            .iter()
+            .filter(|(_, t)| t.rck == r && !t.sent_any)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in unsent.into_iter().rev() {
+            if let Some(t) = c.tok.remove(&s) {
+                self.stats.resent_after_nack += 1;
+                c.msg.push_front(Queued {
+                    id: t.id,
+                    data: t.data,
+                });
+            }
+        }
+        self.assign(peer);
+        self.maybe_request(now, peer);
+    }
+
+    fn on_fragack(&mut self, now: Instant, peer: NodeId, s: u64, r: u64, ranges: &[(u64, u64)]) {
+        let frag_len = self.cfg.max_fragment.max(1) as u64;
+        let Some(c) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        let Some(t) = c.tok.get_mut(&s).filter(|t| t.rck == r) else {
+            return;
+        };
+        c.last_activity = now;
+        let total = t.data.len() as u64;
+        for (i, f) in t.frags.iter_mut().enumerate() {
+            let a = i as u64 * frag_len;
+            let b = (a + frag_len).min(total);
+            if ranges.iter().any(|&(x, y)| x <= a && b <= y) {
+                if let Frag::InFlight { tx, .. } = *f {
+                    self.feedback.push_back(Feedback::Acked { peer, tx });
+                }
+                *f = Frag::Held;
+            }
+        }
+    }
+}

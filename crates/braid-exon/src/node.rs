@@ -1,0 +1,794 @@
+//! [`ExonNode`]: the Exon [`Machine`] over datagrams, sans-IO.
+//!
+//! The machine decides *what* is sent; the node decides *when* and *how*:
+//! it packs control frames and token fragments of one peer into datagrams
+//! (so REQSLOTS rides on TOKENs and SLOTS on ACKs, and one datagram carries
+//! many tokens and acknowledgements), measures the RTT, runs a congestion
+//! controller per peer (BBR-style by default), paces, detects lost
+//! fragments (RACK-style time threshold, RFC 8985 §6.2, and an RFC 6298
+//! retransmission timeout), sizes the window `N` from the measured
+//! bandwidth-delay product, and runs the timers of Algorithm 1's
+//! `periodically` block. Peers are node IDs; a peer's address is the one
+//! its latest valid datagram came from.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use braid_core::Instant;
+use braid_proto::cc::{Acked, Bbr, CcAlgorithm, CongestionController, RttEstimate};
+use bytes::Bytes;
+
+use crate::machine::{Event, Feedback, Machine, MachineConfig, SendError};
+use crate::wire::{self, Datagram, Frame, HEADER_LEN, TOKEN_OVERHEAD_MAX};
+use crate::{MessageId, NodeId};
+
+/// Congestion controllers an [`ExonNode`] can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExonCc {
+    /// Delivery-rate based ([`Bbr`]): random loss is not congestion.
+    #[default]
+    Bbr,
+    /// A loss-based controller from `braid-proto` (NewReno, CUBIC, ...).
+    Loss(CcAlgorithm),
+}
+
+impl ExonCc {
+    fn build(self, mss: u64, initial_window: u64) -> Box<dyn CongestionController> {
+        match self {
+            ExonCc::Bbr => Box::new(Bbr::new(mss, initial_window)),
+            ExonCc::Loss(a) => a.build(mss, initial_window),
+        }
+    }
+}
+
+impl std::str::FromStr for ExonCc {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("bbr") {
+            return Ok(ExonCc::Bbr);
+        }
+        s.parse::<CcAlgorithm>().map(ExonCc::Loss).map_err(|_| {
+            format!("unknown congestion control `{s}`: expected bbr, newreno or cubic")
+        })
+    }
+}
+
+/// Configuration of an [`ExonNode`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// Protocol limits.
+    pub machine: MachineConfig,
+    /// Largest UDP payload sent.
+    pub max_datagram_size: usize,
+    /// Congestion control.
+    pub cc: ExonCc,
+    /// Initial congestion window, in datagrams.
+    pub initial_window_packets: u64,
+    /// RTT assumed before the first sample (RFC 6298 (2.1) uses 1 s; Exon
+    /// retransmits cheaply, so a smaller value is safe).
+    pub initial_rtt: Duration,
+    /// Floor of the retransmission timeout. Exon's RTO is proportional to
+    /// the RTT (§V-D of the paper: max(SRTT + 4·RTTVAR, 2·SRTT)), not
+    /// RFC 6298's 1 s: retransmitting a token is always safe.
+    pub min_rto: Duration,
+    /// Ceiling of the backed-off retransmission timeout.
+    pub max_rto: Duration,
+    /// A sender record with nothing outstanding is closed after this long.
+    pub idle_timeout: Duration,
+    /// A receiver record idle this long sends a keep-alive (l. 93); the
+    /// interval doubles while nothing comes back.
+    pub keepalive: Duration,
+    /// Unpinned receiver records idle this long are forgotten (costing
+    /// their sender a retransmission at most); `None` keeps them.
+    pub forget_receivers_after: Option<Duration>,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            machine: MachineConfig::default(),
+            max_datagram_size: 1_400,
+            cc: ExonCc::default(),
+            initial_window_packets: 32,
+            initial_rtt: Duration::from_millis(100),
+            min_rto: Duration::from_millis(10),
+            max_rto: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(2),
+            keepalive: Duration::from_secs(1),
+            forget_receivers_after: Some(Duration::from_secs(120)),
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Message bytes that fit one datagram next to the header and a TOKEN
+    /// frame header.
+    pub fn fragment_size(&self) -> usize {
+        self.max_datagram_size
+            .saturating_sub(HEADER_LEN + TOKEN_OVERHEAD_MAX)
+            .max(1)
+    }
+}
+
+/// A datagram to send: `size` bytes of the buffer, to `dst`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where to.
+    pub dst: SocketAddr,
+    /// Bytes written to the buffer.
+    pub size: usize,
+}
+
+/// Counters of an [`ExonNode`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Datagrams handed out by `poll_transmit`.
+    pub datagrams_sent: u64,
+    /// Bytes in them.
+    pub bytes_sent: u64,
+    /// Datagrams received.
+    pub datagrams_received: u64,
+    /// Datagrams dropped because they did not decode.
+    pub malformed: u64,
+    /// Datagrams for another node ID.
+    pub misdirected: u64,
+    /// Token fragments sent.
+    pub fragments_sent: u64,
+    /// Token fragments declared lost and queued again.
+    pub fragments_lost: u64,
+    /// Retransmission timeouts.
+    pub rtos: u64,
+    /// Times a peer's address changed.
+    pub address_changes: u64,
+}
+
+/// RFC 6298 §2 estimator (the same formulas as `braid-proto`'s, which is
+/// crate-private): SRTT, RTTVAR, RTO = SRTT + max(G, 4·RTTVAR), here at
+/// least 2·SRTT, doubled per consecutive timeout (§5.5) until a new sample
+/// (§5.7).
+#[derive(Debug, Clone)]
+struct Rtt {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    min: Option<Duration>,
+    latest: Duration,
+    backoff: u32,
+}
+
+impl Rtt {
+    fn new(initial: Duration) -> Rtt {
+        Rtt {
+            srtt: None,
+            rttvar: initial / 2,
+            min: None,
+            latest: initial,
+            backoff: 0,
+        }
+    }
+    fn sample(&mut self, r: Duration) {
+        let r = r.max(Duration::from_micros(1));
+        self.latest = r;
+        self.min = Some(self.min.map_or(r, |m| m.min(r)));
+        self.backoff = 0;
+        match self.srtt {
+            None => {
+                self.srtt = Some(r); // (2.2)
+                self.rttvar = r / 2;
+            }
+            Some(s) => {
+                let d = s.abs_diff(r);
+                self.rttvar = self.rttvar * 3 / 4 + d / 4; // (2.3)
+                self.srtt = Some(s * 7 / 8 + r / 8);
+            }
+        }
+    }
+    fn smoothed(&self, initial: Duration) -> Duration {
+        self.srtt.unwrap_or(initial)
+    }
+    fn rto(&self, cfg: &NodeConfig) -> Duration {
+        let srtt = self.smoothed(cfg.initial_rtt);
+        let base = srtt + (self.rttvar * 4).max(Duration::from_millis(1));
+        // At least two smoothed RTTs (RFC 8985 §7.2's probe timeout): RACK
+        // recovers ordinary losses; this timer is the backstop, and firing
+        // it spuriously (on queueing delay alone) resends the whole flight.
+        let base = base.max(2 * srtt).max(cfg.min_rto);
+        base.checked_mul(1 << self.backoff.min(16))
+            .unwrap_or(cfg.max_rto)
+            .min(cfg.max_rto)
+    }
+    fn estimate(&self, initial: Duration) -> RttEstimate {
+        RttEstimate {
+            latest: self.latest,
+            smoothed: self.smoothed(initial),
+            min: self.min.unwrap_or(initial),
+        }
+    }
+}
+
+/// One token fragment in flight.
+#[derive(Debug, Clone, Copy)]
+struct Tx {
+    sent_at: Instant,
+    bytes: u64,
+    s: u64,
+    offset: u64,
+    first: bool,
+    app_limited: bool,
+}
+
+/// What the node keeps per peer.
+#[derive(Debug)]
+struct Path {
+    addr: Option<SocketAddr>,
+    rtt: Rtt,
+    cc: Box<dyn CongestionController>,
+    /// Transmissions by number, i.e. in send order.
+    in_flight: BTreeMap<u64, Tx>,
+    bytes_in_flight: u64,
+    /// Send time of the latest-sent fragment acknowledged (RACK).
+    rack_sent: Option<Instant>,
+    /// Pacing: bytes of credit and when it was last refilled.
+    credit: f64,
+    credit_at: Option<Instant>,
+    /// Earliest time the pacer lets the next fragment go.
+    pace_at: Option<Instant>,
+    /// Periodic timer for REQSLOTS retransmission (l. 91).
+    request_at: Option<Instant>,
+    /// Receiver keep-alive (l. 93) and its backoff.
+    keepalive_at: Option<Instant>,
+    keepalive_backoff: u32,
+    /// EWMA of message sizes sent, for N.
+    avg_message: f64,
+}
+
+/// An Exon node: the [`Machine`] plus transmission, over datagrams.
+///
+/// ```
+/// use braid_exon::{ExonNode, NodeConfig, NodeId, Event};
+/// use braid_core::Instant;
+/// use bytes::Bytes;
+///
+/// let (a_addr, b_addr) = ("10.0.0.1:7".parse().unwrap(), "10.0.0.2:7".parse().unwrap());
+/// let mut a = ExonNode::new(NodeConfig::default(), NodeId(1), 0);
+/// let mut b = ExonNode::new(NodeConfig::default(), NodeId(2), 0);
+/// a.add_peer(NodeId(2), b_addr);
+/// let now = Instant::ZERO;
+/// let id = a.send(now, NodeId(2), Bytes::from_static(b"exactly once")).unwrap();
+/// let mut buf = Vec::new();
+/// for _ in 0..5 {
+///     for n in [&mut a, &mut b] {
+///         if let Some(limit) = n.clock_request() { n.clock_persisted(limit); } // fsync here
+///     }
+///     while let Some(t) = a.poll_transmit(now, &mut buf) {
+///         b.handle_datagram(now, a_addr, Bytes::copy_from_slice(&buf[..t.size]));
+///     }
+///     while let Some(t) = b.poll_transmit(now, &mut buf) {
+///         a.handle_datagram(now, b_addr, Bytes::copy_from_slice(&buf[..t.size]));
+///     }
+/// }
+/// assert_eq!(b.poll_event(), Some(Event::Received { from: NodeId(1), data: Bytes::from_static(b"exactly once") }));
+/// assert_eq!(a.poll_event(), Some(Event::Delivered { to: NodeId(2), id }));
+/// ```
+#[derive(Debug)]
+pub struct ExonNode {
+    cfg: NodeConfig,
+    machine: Machine,
+    paths: HashMap<NodeId, Path>,
+    /// Round-robin order of peers for transmission.
+    order: Vec<NodeId>,
+    next_peer: usize,
+    next_tx: u64,
+    forget_at: Option<Instant>,
+    stats: NodeStats,
+}
+
+impl ExonNode {
+    /// A node `id` whose durable clock holds `persisted_clock` (0 when new).
+    pub fn new(mut cfg: NodeConfig, id: NodeId, persisted_clock: u64) -> ExonNode {
+        cfg.machine.max_fragment = cfg.fragment_size();
+        let machine = Machine::new(id, cfg.machine.clone(), persisted_clock);
+        ExonNode {
+            cfg,
+            machine,
+            paths: HashMap::new(),
+            order: Vec::new(),
+            next_peer: 0,
+            next_tx: 0,
+            forget_at: None,
+            stats: NodeStats::default(),
+        }
+    }
+
+    /// This node's ID.
+    pub fn id(&self) -> NodeId {
+        self.machine.id()
+    }
+
+    /// The protocol state machine (read-only).
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+
+    fn path(&mut self, peer: NodeId) -> &mut Path {
+        let cfg = &self.cfg;
+        if !self.paths.contains_key(&peer) {
+            self.order.push(peer);
+        }
+        self.paths.entry(peer).or_insert_with(|| {
+            let mss = cfg.max_datagram_size as u64;
+            Path {
+                addr: None,
+                rtt: Rtt::new(cfg.initial_rtt),
+                cc: cfg.cc.build(mss, cfg.initial_window_packets * mss),
+                in_flight: BTreeMap::new(),
+                bytes_in_flight: 0,
+                rack_sent: None,
+                credit: (cfg.initial_window_packets * mss) as f64,
+                credit_at: None,
+                pace_at: None,
+                request_at: None,
+                keepalive_at: None,
+                keepalive_backoff: 0,
+                avg_message: cfg.fragment_size() as f64,
+            }
+        })
+    }
+
+    /// Tells the node where `peer` is (until a datagram from it says
+    /// otherwise).
+    pub fn add_peer(&mut self, peer: NodeId, addr: SocketAddr) {
+        self.path(peer).addr = Some(addr);
+    }
+
+    /// The address `peer` is reached at.
+    pub fn peer_addr(&self, peer: NodeId) -> Option<SocketAddr> {
+        self.paths.get(&peer).and_then(|p| p.addr)
+    }
+
+    /// Smoothed RTT to `peer`, once measured.
+    pub fn rtt(&self, peer: NodeId) -> Option<Duration> {
+        self.paths.get(&peer).and_then(|p| p.rtt.srtt)
+    }
+
+    /// Sends `data` to `peer` exactly once. Fails with
+    /// [`SendError::WindowFull`] when too much is outstanding (wait for
+    /// [`Event::Delivered`]).
+    pub fn send(
+        &mut self,
+        now: Instant,
+        peer: NodeId,
+        data: Bytes,
+    ) -> Result<MessageId, SendError> {
+        if self.peer_addr(peer).is_none() {
+            return Err(SendError::UnknownPeer(peer));
+        }
+        let len = data.len() as f64;
+        let id = self.machine.send(now, peer, data)?;
+        let p = self.path(peer);
+        p.avg_message = 0.9 * p.avg_message + 0.1 * len.max(64.0);
+        self.arm_request_timer(now, peer);
+        Ok(id)
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.machine.poll_event()
+    }
+
+    /// A clock limit to make durable (then call
+    /// [`clock_persisted`](Self::clock_persisted)).
+    pub fn clock_request(&self) -> Option<u64> {
+        self.machine.clock_request()
+    }
+
+    /// The clock is durably at `limit`.
+    pub fn clock_persisted(&mut self, limit: u64) {
+        self.machine.clock_persisted(limit);
+    }
+
+    /// A datagram arrived from `src`.
+    pub fn handle_datagram(&mut self, now: Instant, src: SocketAddr, payload: Bytes) {
+        self.stats.datagrams_received += 1;
+        let d = match Datagram::decode(payload) {
+            Ok(d) => d,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        if d.dst != self.id() || d.src == self.id() {
+            self.stats.misdirected += 1;
+            return;
+        }
+        let peer = d.src;
+        let p = self.path(peer);
+        let moved = p.addr.is_some_and(|a| a != src);
+        p.addr = Some(src);
+        if moved {
+            self.stats.address_changes += 1;
+        }
+        let p = self.path(peer);
+        p.keepalive_backoff = 0;
+        for f in d.frames {
+            self.machine.handle_frame(now, peer, f);
+        }
+        // Activity postpones the receiver's keep-alive (l. 93).
+        let has_receiver = self.machine.receiver_peers().any(|r| r == peer);
+        let keepalive = self.cfg.keepalive;
+        if let Some(p) = self.paths.get_mut(&peer) {
+            p.keepalive_at = has_receiver.then_some(now + keepalive);
+        }
+        self.process_feedback(now);
+        self.detect_losses(now, peer);
+        self.update_window(peer);
+        self.arm_request_timer(now, peer);
+    }
+
+    fn process_feedback(&mut self, now: Instant) {
+        let initial = self.cfg.initial_rtt;
+        let mut touched: Vec<NodeId> = Vec::new();
+        while let Some(fb) = self.machine.poll_feedback() {
+            match fb {
+                Feedback::Acked { peer, tx } => {
+                    let Some(p) = self.paths.get_mut(&peer) else {
+                        continue;
+                    };
+                    let Some(t) = p.in_flight.remove(&tx) else {
+                        continue;
+                    };
+                    p.bytes_in_flight -= t.bytes;
+                    if t.first {
+                        // Karn: only first transmissions give samples.
+                        p.rtt.sample(now - t.sent_at);
+                    }
+                    p.rtt.backoff = 0;
+                    p.rack_sent = Some(p.rack_sent.map_or(t.sent_at, |r| r.max(t.sent_at)));
+                    let acked = Acked {
+                        sent_time: t.sent_at,
+                        bytes: t.bytes,
+                        app_limited: t.app_limited,
+                        rtt: p.rtt.estimate(initial),
+                        one_way_delay_us: None,
+                    };
+                    p.cc.on_ack(now, &acked);
+                    if !touched.contains(&peer) {
+                        touched.push(peer);
+                    }
+                }
+                Feedback::Forgotten { peer, tx } => {
+                    let Some(p) = self.paths.get_mut(&peer) else {
+                        continue;
+                    };
+                    if let Some(t) = p.in_flight.remove(&tx) {
+                        p.bytes_in_flight -= t.bytes;
+                    }
+                }
+                Feedback::SlotsAnswered { peer, sent_at } => {
+                    if let Some(p) = self.paths.get_mut(&peer) {
+                        p.rtt.sample(now - sent_at);
+                    }
+                }
+            }
+        }
+        for peer in touched {
+            if let Some(p) = self.paths.get_mut(&peer) {
+                p.cc.on_ack_end(now, p.bytes_in_flight);
+            }
+        }
+    }
+
+    /// RACK (RFC 8985 §6.2): a fragment sent a reordering window before
+    /// one already acknowledged is lost.
+    fn detect_losses(&mut self, now: Instant, peer: NodeId) {
+        let initial = self.cfg.initial_rtt;
+        let Some(p) = self.paths.get_mut(&peer) else {
+            return;
+        };
+        let Some(rack) = p.rack_sent else { return };
+        let reo = (p.rtt.min.unwrap_or(initial) / 4).max(Duration::from_millis(1));
+        let mut lost = Vec::new();
+        for (&tx, t) in &p.in_flight {
+            if t.sent_at + reo <= rack {
+                lost.push(tx);
+            } else {
+                break; // later ones were sent later still
+            }
+        }
+        self.declare_lost(now, peer, &lost);
+    }
+
+    fn declare_lost(&mut self, now: Instant, peer: NodeId, txs: &[u64]) {
+        if txs.is_empty() {
+            return;
+        }
+        let Some(p) = self.paths.get_mut(&peer) else {
+            return;
+        };
+        let mut lost_bytes = 0;
+        let mut newest = Instant::ZERO;
+        for tx in txs {
+            if let Some(t) = p.in_flight.remove(tx) {
+                p.bytes_in_flight -= t.bytes;
+                lost_bytes += t.bytes;
+                newest = newest.max(t.sent_at);
+                self.machine.fragment_lost(peer, t.s, t.offset, *tx);
+                self.stats.fragments_lost += 1;
+            }
+        }
+        if lost_bytes > 0 {
+            p.cc.on_congestion_event(now, newest, lost_bytes, false);
+        }
+    }
+
+    /// N from the measured bandwidth-delay product: enough envelopes for
+    /// what the congestion window lets through in a round trip, in
+    /// messages of the average size, twice over so that the low watermark
+    /// (N/2) still covers one round trip of requests.
+    fn update_window(&mut self, peer: NodeId) {
+        let Some(p) = self.paths.get(&peer) else {
+            return;
+        };
+        let per_message = p.avg_message.min(self.cfg.fragment_size() as f64).max(64.0);
+        let n = (2.0 * p.cc.window() as f64 / per_message).ceil() as u64;
+        self.machine.set_window(peer, n);
+    }
+
+    fn arm_request_timer(&mut self, now: Instant, peer: NodeId) {
+        let busy = self.machine.sender_busy(peer);
+        let cfg = self.cfg.clone();
+        let p = self.path(peer);
+        if busy {
+            if p.request_at.is_none() {
+                p.request_at = Some(now + p.rtt.rto(&cfg));
+            }
+        } else {
+            p.request_at = None;
+        }
+    }
+
+    /// The next datagram to send, written to `buf`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let n = self.order.len();
+        for k in 0..n {
+            let i = (self.next_peer + k) % n;
+            let peer = self.order[i];
+            if let Some(t) = self.build(now, peer, buf) {
+                self.next_peer = (i + 1) % n;
+                self.stats.datagrams_sent += 1;
+                self.stats.bytes_sent += t.size as u64;
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    fn may_send_fragment(&mut self, now: Instant, peer: NodeId, bytes: u64) -> bool {
+        let initial = self.cfg.initial_rtt;
+        let mss = self.cfg.max_datagram_size as f64;
+        let Some(p) = self.paths.get_mut(&peer) else {
+            return false;
+        };
+        if p.bytes_in_flight + bytes > p.cc.window() {
+            p.pace_at = None; // an acknowledgement, not a timer, opens the window
+            return false;
+        }
+        // Token bucket at the controller's pacing rate, ten datagrams deep.
+        let rate = p.cc.pacing_rate(p.rtt.smoothed(initial));
+        let cap = 10.0 * mss;
+        if let Some(last) = p.credit_at {
+            p.credit = (p.credit + (now - last).as_secs_f64() * rate).min(cap);
+        }
+        p.credit_at = Some(now);
+        if p.credit < bytes as f64 && rate.is_finite() && rate > 0.0 {
+            let wait = (bytes as f64 - p.credit) / rate;
+            p.pace_at =
+                Some(now + Duration::from_secs_f64(wait.min(1.0)).max(Duration::from_micros(1)));
+            return false;
+        }
+        p.pace_at = None;
+        true
+    }
+
+    fn build(&mut self, now: Instant, peer: NodeId, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let dst = self.paths.get(&peer)?.addr?;
+        let max = self.cfg.max_datagram_size;
+        buf.clear();
+        wire::encode_header(buf, self.id(), peer);
+        // Control frames first: they are small and unblock the peer.
+        while let Some(f) = self.machine.poll_control(peer) {
+            if buf.len() + f.encoded_len() > max {
+                self.machine.unpoll_control(peer, f);
+                break;
+            }
+            f.encode(buf);
+        }
+        // Then token fragments while the window, the pacer and the datagram
+        // allow.
+        while let Some(len) = self.machine.peek_fragment_len(peer) {
+            if buf.len() + len > max {
+                break;
+            }
+            let bytes = (len + HEADER_LEN) as u64;
+            if !self.may_send_fragment(now, peer, bytes) {
+                break;
+            }
+            let tx = self.next_tx;
+            self.next_tx += 1;
+            let Some(f) = self.machine.next_fragment(peer, now, tx) else {
+                break;
+            };
+            let Frame::Token { s, offset, .. } = &f else {
+                break;
+            };
+            let (s, offset) = (*s, *offset);
+            let first = self.machine.first_transmission(peer, s, offset, tx);
+            f.encode(buf);
+            self.stats.fragments_sent += 1;
+            let app_limited = !self.machine.has_fragment(peer);
+            let p = self.paths.get_mut(&peer)?;
+            p.credit -= bytes as f64;
+            p.bytes_in_flight += bytes;
+            p.in_flight.insert(
+                tx,
+                Tx {
+                    sent_at: now,
+                    bytes,
+                    s,
+                    offset,
+                    first,
+                    app_limited,
+                },
+            );
+            p.cc.on_sent(now, bytes, p.bytes_in_flight);
+        }
+        if buf.len() == HEADER_LEN {
+            return None;
+        }
+        Some(Transmit {
+            dst,
+            size: buf.len(),
+        })
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must next be called.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let cfg = &self.cfg;
+        let mut next: Option<Instant> = self.forget_at;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for (peer, p) in &self.paths {
+            if let Some((_, t)) = p.in_flight.first_key_value() {
+                consider(Some(t.sent_at + p.rtt.rto(cfg)));
+            }
+            if self.machine_has_fragment_cached(*peer) {
+                consider(p.pace_at);
+            }
+            consider(p.request_at);
+            consider(p.keepalive_at);
+            consider(
+                self.machine
+                    .sender_idle_since(*peer)
+                    .map(|t| t + cfg.idle_timeout),
+            );
+        }
+        next
+    }
+
+    fn machine_has_fragment_cached(&self, peer: NodeId) -> bool {
+        self.machine.fragment_peers().any(|p| p == peer)
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let cfg = self.cfg.clone();
+        let peers: Vec<NodeId> = self.order.clone();
+        for p in self.paths.values_mut() {
+            if p.pace_at.is_some_and(|t| t <= now) {
+                p.pace_at = None; // the transmitter is polled next
+            }
+        }
+        for peer in peers {
+            // Retransmission timeout (RFC 6298 §5.4-5.6): everything in
+            // flight to the peer is presumed lost.
+            let expired: Vec<u64> = match self.paths.get(&peer) {
+                Some(p) => match p.in_flight.first_key_value() {
+                    Some((_, t)) if t.sent_at + p.rtt.rto(&cfg) <= now => {
+                        p.in_flight.keys().copied().collect()
+                    }
+                    _ => Vec::new(),
+                },
+                None => continue,
+            };
+            if !expired.is_empty() {
+                self.stats.rtos += 1;
+                self.declare_lost(now, peer, &expired);
+                if let Some(p) = self.paths.get_mut(&peer) {
+                    p.cc.on_retransmission_timeout(now);
+                    p.rtt.backoff += 1;
+                }
+            }
+            // l. 91: repeat an unanswered REQSLOTS.
+            let p = self.paths.get_mut(&peer).expect("peer listed");
+            if p.request_at.is_some_and(|t| t <= now) {
+                p.request_at = None;
+                p.rtt.backoff =
+                    p.rtt
+                        .backoff
+                        .saturating_add(if expired.is_empty() { 1 } else { 0 });
+                self.machine.request_slots(now, peer);
+                self.arm_request_timer(now, peer);
+            }
+            // Idle sender record: close it (l. 45-47).
+            if self
+                .machine
+                .sender_idle_since(peer)
+                .is_some_and(|t| t + cfg.idle_timeout <= now)
+            {
+                self.machine.close_if_idle(peer);
+            }
+            // l. 93: receiver keep-alive, backed off while unanswered.
+            let has_receiver = self.machine.receiver_peers().any(|r| r == peer);
+            let p = self.paths.get_mut(&peer).expect("peer listed");
+            if !has_receiver {
+                p.keepalive_at = None;
+            } else {
+                match p.keepalive_at {
+                    None => p.keepalive_at = Some(now + cfg.keepalive),
+                    Some(t) if t <= now => {
+                        self.machine.keepalive(peer);
+                        let p = self.paths.get_mut(&peer).expect("peer listed");
+                        p.keepalive_backoff = (p.keepalive_backoff + 1).min(6);
+                        p.keepalive_at = Some(now + cfg.keepalive * (1 << p.keepalive_backoff));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        if let Some(after) = cfg.forget_receivers_after {
+            if self.forget_at.is_none_or(|t| t <= now) {
+                self.machine.forget_idle_receivers(now - after);
+                self.forget_at = Some(now + after / 4);
+            }
+        }
+        self.drop_unused_paths();
+    }
+
+    /// Arms timers after a call that changed the machine; the driver calls
+    /// it implicitly through `handle_timeout`, tests through this.
+    fn drop_unused_paths(&mut self) {
+        // Paths of peers with no record and nothing in flight hold only an
+        // address and estimates: keep a bounded number.
+        let limit = self.cfg.machine.max_receivers.saturating_mul(2).max(1024);
+        if self.paths.len() <= limit {
+            return;
+        }
+        let (senders, receivers): (Vec<NodeId>, Vec<NodeId>) = (
+            self.machine.sender_peers().collect(),
+            self.machine.receiver_peers().collect(),
+        );
+        let machine = &self.machine;
+        self.paths.retain(|peer, p| {
+            senders.contains(peer)
+                || receivers.contains(peer)
+                || !p.in_flight.is_empty()
+                || machine.control_peers().any(|c| c == *peer)
+        });
+        let paths = &self.paths;
+        self.order.retain(|p| paths.contains_key(p));
+        self.next_peer = 0;
+    }
+}

@@ -1,0 +1,275 @@
+//! A simulated host for Exon: an [`ExonNode`] with its durable clock (a
+//! [`MemClockStore`] with an fsync latency), an application that sends and
+//! records messages, one or two addresses, and crash/restart.
+//!
+//! The application is the durable part of the host: it survives crashes,
+//! and checks every delivery against everything ever sent, so a duplicate
+//! delivery fails the run at once.
+
+#![allow(dead_code)]
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use braid_core::Instant;
+use braid_exon::clock::{ClockStore, MemClockStore};
+use braid_exon::{Event, ExonNode, MessageId, NodeConfig, NodeId, SendError};
+use braid_sim::{Datagram, Node};
+use bytes::Bytes;
+
+/// A message's identity in the test: (sender node, sequence number),
+/// written in the first 16 bytes of its payload.
+pub type Tag = (u64, u64);
+
+pub fn payload(tag: Tag, len: usize) -> Bytes {
+    let mut v = Vec::with_capacity(len.max(16));
+    v.extend_from_slice(&tag.0.to_be_bytes());
+    v.extend_from_slice(&tag.1.to_be_bytes());
+    // A pattern derived from the tag, so corruption would be caught.
+    let mut x = tag.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ tag.1;
+    while v.len() < len.max(16) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.push(x as u8);
+    }
+    Bytes::from(v)
+}
+
+pub fn read_tag(data: &[u8]) -> Option<Tag> {
+    if data.len() < 16 {
+        return None;
+    }
+    let tag = (
+        u64::from_be_bytes(data[..8].try_into().ok()?),
+        u64::from_be_bytes(data[8..16].try_into().ok()?),
+    );
+    (payload(tag, data.len()) == data).then_some(tag)
+}
+
+/// What a host's application knows; survives crashes.
+#[derive(Debug, Default)]
+pub struct App {
+    /// Messages still to hand to `send`: (tag, length).
+    pub to_send: VecDeque<(Tag, usize)>,
+    /// Accepted by `send` in the current life and not yet resolved.
+    pub outstanding: HashMap<MessageId, Tag>,
+    /// Accepted in total.
+    pub accepted: u64,
+    /// Delivery notifications received, by tag.
+    pub notified: Vec<Tag>,
+    /// Messages whose sender crashed before their notification, or that
+    /// came back InDoubt: delivered at most once, perhaps never.
+    pub in_doubt: Vec<Tag>,
+    /// How many of `in_doubt` came from InDoubt events (the receiver
+    /// restarted), the rest from this host's own crashes.
+    pub in_doubt_events: u64,
+    /// Received messages, by tag, with counts.
+    pub received: HashMap<Tag, u32>,
+    /// First duplicate or corrupt delivery seen (the run fails on it).
+    pub violation: Option<String>,
+    /// When to try sending next.
+    pub next_send: Option<Instant>,
+    /// Messages per burst and pause between bursts.
+    pub burst: usize,
+    pub pause: Duration,
+}
+
+/// One simulated host.
+pub struct Host {
+    pub id: NodeId,
+    pub peer: NodeId,
+    pub cfg: NodeConfig,
+    pub node: Option<ExonNode>,
+    pub store: MemClockStore,
+    pub fsync: Duration,
+    persisting: Option<(Instant, u64)>,
+    /// Local addresses; `addr` indexes the one in use.
+    pub addrs: Vec<SocketAddr>,
+    pub addr: usize,
+    pub peer_addr: SocketAddr,
+    pub app: App,
+    pub lives: u32,
+    buf: Vec<u8>,
+}
+
+impl Host {
+    pub fn new(
+        id: NodeId,
+        peer: NodeId,
+        cfg: NodeConfig,
+        addrs: Vec<SocketAddr>,
+        peer_addr: SocketAddr,
+    ) -> Host {
+        let mut h = Host {
+            id,
+            peer,
+            cfg,
+            node: None,
+            store: MemClockStore::default(),
+            fsync: Duration::from_millis(2),
+            persisting: None,
+            addrs,
+            addr: 0,
+            peer_addr,
+            app: App::default(),
+            lives: 0,
+            buf: Vec::new(),
+        };
+        h.boot();
+        h
+    }
+
+    /// Starts a new life from the durable clock.
+    pub fn boot(&mut self) {
+        let clock = self.store.load().expect("memory store");
+        let mut node = ExonNode::new(self.cfg.clone(), self.id, clock);
+        node.add_peer(self.peer, self.peer_addr);
+        self.node = Some(node);
+        self.lives += 1;
+    }
+
+    /// Crash: volatile state is gone, an fsync in progress never
+    /// completes, and every unresolved message is in doubt.
+    pub fn crash(&mut self) {
+        self.node = None;
+        self.persisting = None;
+        let lost: Vec<Tag> = self.app.outstanding.drain().map(|(_, t)| t).collect();
+        self.app.in_doubt.extend(lost);
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.node.is_some()
+    }
+
+    /// The peer moved (a directory update).
+    pub fn set_peer_addr(&mut self, addr: SocketAddr) {
+        self.peer_addr = addr;
+        if let Some(n) = &mut self.node {
+            n.add_peer(self.peer, addr);
+        }
+    }
+
+    /// Everything sent was resolved and nothing is left to send.
+    pub fn settled(&self) -> bool {
+        self.app.to_send.is_empty() && self.app.outstanding.is_empty()
+    }
+
+    fn pump_app(&mut self, now: Instant) {
+        let Some(node) = &mut self.node else { return };
+        while let Some(ev) = node.poll_event() {
+            match ev {
+                Event::Received { from, data } => {
+                    let Some(tag) = read_tag(&data) else {
+                        self.app
+                            .violation
+                            .get_or_insert(format!("corrupt message from {from}"));
+                        continue;
+                    };
+                    let n = self.app.received.entry(tag).or_insert(0);
+                    *n += 1;
+                    if *n > 1 {
+                        self.app
+                            .violation
+                            .get_or_insert(format!("message {tag:?} delivered {n} times"));
+                    }
+                }
+                Event::Delivered { id, .. } => match self.app.outstanding.remove(&id) {
+                    Some(tag) => self.app.notified.push(tag),
+                    None => {
+                        self.app
+                            .violation
+                            .get_or_insert(format!("notification for unknown {id:?}"));
+                    }
+                },
+                Event::InDoubt { id, .. } => {
+                    if let Some(tag) = self.app.outstanding.remove(&id) {
+                        self.app.in_doubt.push(tag);
+                        self.app.in_doubt_events += 1;
+                    }
+                }
+            }
+        }
+        if self.app.next_send.is_some_and(|t| t <= now) {
+            self.app.next_send = None;
+            let mut sent = 0;
+            while sent < self.app.burst.max(1) {
+                let Some(&(tag, len)) = self.app.to_send.front() else {
+                    break;
+                };
+                match node.send(now, self.peer, payload(tag, len)) {
+                    Ok(id) => {
+                        self.app.to_send.pop_front();
+                        self.app.outstanding.insert(id, tag);
+                        self.app.accepted += 1;
+                        sent += 1;
+                    }
+                    Err(SendError::WindowFull(_)) => break, // backpressure
+                    Err(e) => panic!("send failed: {e}"),
+                }
+            }
+            if !self.app.to_send.is_empty() {
+                // Never again at the same instant: virtual time must move.
+                self.app.next_send = Some(now + self.app.pause.max(Duration::from_micros(100)));
+            }
+        }
+        if self.persisting.is_none() {
+            if let Some(limit) = node.clock_request() {
+                self.persisting = Some((now + self.fsync, limit));
+            }
+        }
+    }
+
+    fn complete_fsync(&mut self, now: Instant) {
+        if let Some((due, limit)) = self.persisting {
+            if due <= now {
+                self.persisting = None;
+                self.store.persist(limit).expect("memory store");
+                if let Some(n) = &mut self.node {
+                    n.clock_persisted(limit);
+                }
+            }
+        }
+    }
+}
+
+impl Node for Host {
+    fn handle_datagram(&mut self, now: Instant, src: SocketAddr, _dst: SocketAddr, payload: Bytes) {
+        if let Some(n) = &mut self.node {
+            n.handle_datagram(now, src, payload);
+        }
+        self.pump_app(now);
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<Datagram> {
+        let src = self.addrs[self.addr];
+        let node = self.node.as_mut()?;
+        let t = node.poll_transmit(now, &mut self.buf)?;
+        Some(Datagram {
+            src,
+            dst: t.dst,
+            payload: Bytes::copy_from_slice(&self.buf[..t.size]),
+        })
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        let node = self.node.as_mut()?;
+        let mut t = node.poll_timeout();
+        for x in [self.persisting.map(|p| p.0), self.app.next_send]
+            .into_iter()
+            .flatten()
+        {
+            t = Some(t.map_or(x, |t| t.min(x)));
+        }
+        t
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.complete_fsync(now);
+        if let Some(n) = &mut self.node {
+            n.handle_timeout(now);
+        }
+        self.pump_app(now);
+    }
+}

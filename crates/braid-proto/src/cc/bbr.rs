@@ -1,0 +1,612 @@
+//! A delivery-rate congestion controller in the style of BBR
+//! (draft-cardwell-iccrg-bbr-congestion-control-00, "BBR v1").
+//!
+//! Instead of reading loss as congestion, it measures the path: the
+//! bottleneck bandwidth (`BtlBw`, a windowed maximum of delivery-rate
+//! samples over 10 round trips) and the propagation delay (`RTprop`, the
+//! minimum RTT over 10 s). It paces at `pacing_gain × BtlBw` and bounds
+//! what is in flight by `cwnd_gain × BtlBw × RTprop`. Random loss does not
+//! change either estimate, which is what a loss-tolerant transport such as
+//! Exon needs: at 5% random loss a loss-based controller collapses.
+//!
+//! Delivery-rate samples follow draft-cheng-iccrg-delivery-rate-estimation
+//! §3: each packet remembers, when sent, how much had been delivered and
+//! when; its acknowledgement gives `delivered / max(send_elapsed,
+//! ack_elapsed)`.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use braid_core::Instant;
+
+use super::{Acked, CcError, CongestionController};
+
+/// Startup gain 2/ln 2 (draft §4.3.1.1): doubles the sending rate each
+/// round.
+const HIGH_GAIN: f64 = 2.885;
+/// ProbeBW pacing gain cycle (draft §4.3.4.3).
+const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// BtlBw filter length in round trips (§4.1.1.2).
+const BW_WINDOW_ROUNDS: u64 = 10;
+/// RTprop filter length (§4.1.2.2).
+const RTPROP_WINDOW: Duration = Duration::from_secs(10);
+/// Time spent in ProbeRTT (§4.3.5).
+const PROBE_RTT_TIME: Duration = Duration::from_millis(200);
+/// Smallest window, in packets (§4.2.3.1).
+const MIN_PACKETS: u64 = 4;
+/// Most send snapshots kept (bounds memory if acknowledgements stop).
+const MAX_SNAPSHOTS: usize = 1 << 17;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Startup,
+    Drain,
+    ProbeBw,
+    ProbeRtt,
+}
+
+/// Per-packet state at send time (delivery-rate estimation §3.2).
+#[derive(Debug, Clone, Copy)]
+struct Snapshot {
+    sent_time: Instant,
+    delivered: u64,
+    delivered_time: Instant,
+    first_sent_time: Instant,
+}
+
+/// BBR-style congestion control.
+///
+/// ```
+/// use braid_proto::cc::{Acked, Bbr, CongestionController, RttEstimate};
+/// use braid_core::Instant;
+/// use std::time::Duration;
+///
+/// let mut cc = Bbr::new(1200, 12_000);
+/// let rtt = Duration::from_millis(10);
+/// // A 10 ms path delivering one 1200-byte packet every 100 µs (12 MB/s):
+/// // send one packet per tick, acknowledge each one RTT after it left.
+/// let mut sent = std::collections::VecDeque::new();
+/// let mut t = Instant::ZERO;
+/// for _ in 0..20_000 {
+///     while sent.front().is_some_and(|&s: &Instant| s + rtt <= t) {
+///         let s = sent.pop_front().unwrap();
+///         let est = RttEstimate { latest: rtt, smoothed: rtt, min: rtt };
+///         cc.on_ack(t, &Acked { sent_time: s, bytes: 1200, app_limited: false, rtt: est, one_way_delay_us: None });
+///     }
+///     sent.push_back(t);
+///     cc.on_sent(t, 1200, 1200 * sent.len() as u64);
+///     t += Duration::from_micros(100);
+/// }
+/// let bdp = 12_000_000.0 * 0.010;
+/// assert!((cc.bottleneck_bandwidth() - 12e6).abs() < 0.6e6);
+/// assert!((cc.window() as f64) > 1.5 * bdp && (cc.window() as f64) < 3.0 * bdp, "{}", cc.window());
+/// // Random loss does not shrink it.
+/// let w = cc.window();
+/// cc.on_congestion_event(t, t, 1200, false);
+/// assert_eq!(cc.window(), w);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Bbr {
+    mss: u64,
+    initial_window: u64,
+    mode: Mode,
+    cwnd: u64,
+    /// Window saved by an RTO, restored by the next acknowledgement.
+    prior_cwnd: Option<u64>,
+    // Delivery-rate estimation.
+    delivered: u64,
+    delivered_time: Instant,
+    first_sent_time: Instant,
+    snapshots: VecDeque<Snapshot>,
+    // Round trips (§4.1.1.3).
+    round: u64,
+    next_round_delivered: u64,
+    // BtlBw max filter: (round, bytes/s), one entry per round.
+    bw_samples: VecDeque<(u64, f64)>,
+    btl_bw: f64,
+    // RTprop min filter.
+    rtprop: Option<Duration>,
+    rtprop_stamp: Instant,
+    // Startup plateau detection (§4.3.2.2).
+    full_bw: f64,
+    full_bw_rounds: u64,
+    filled_pipe: bool,
+    // ProbeBW gain cycling.
+    cycle_index: usize,
+    cycle_stamp: Instant,
+    // ProbeRTT.
+    probe_rtt_done: Option<Instant>,
+    prior_mode_cwnd: u64,
+    bytes_in_flight: u64,
+    // Tunables.
+    cwnd_gain: f64,
+    startup_gain: f64,
+}
+
+impl Bbr {
+    /// A controller for packets of `max_datagram_size` bytes, with
+    /// `initial_window` bytes allowed before the first measurement.
+    pub fn new(max_datagram_size: u64, initial_window: u64) -> Self {
+        let mss = max_datagram_size.max(1);
+        Bbr {
+            mss,
+            initial_window: initial_window.max(MIN_PACKETS * mss),
+            mode: Mode::Startup,
+            cwnd: initial_window.max(MIN_PACKETS * mss),
+            prior_cwnd: None,
+            delivered: 0,
+            delivered_time: Instant::ZERO,
+            first_sent_time: Instant::ZERO,
+            snapshots: VecDeque::new(),
+            round: 0,
+            next_round_delivered: 0,
+            bw_samples: VecDeque::new(),
+            btl_bw: 0.0,
+            rtprop: None,
+            rtprop_stamp: Instant::ZERO,
+            full_bw: 0.0,
+            full_bw_rounds: 0,
+            filled_pipe: false,
+            cycle_index: 0,
+            cycle_stamp: Instant::ZERO,
+            probe_rtt_done: None,
+            prior_mode_cwnd: 0,
+            bytes_in_flight: 0,
+            cwnd_gain: 2.0,
+            startup_gain: HIGH_GAIN,
+        }
+    }
+
+    /// Estimated bottleneck bandwidth, bytes per second (0 before any
+    /// sample).
+    pub fn bottleneck_bandwidth(&self) -> f64 {
+        self.btl_bw
+    }
+
+    /// Estimated propagation round-trip time, once measured.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.rtprop
+    }
+
+    /// `BtlBw × RTprop` in bytes, once both are measured.
+    pub fn bdp(&self) -> Option<u64> {
+        let rtt = self.rtprop?;
+        (self.btl_bw > 0.0).then_some((self.btl_bw * rtt.as_secs_f64()) as u64)
+    }
+
+    fn pacing_gain(&self) -> f64 {
+        match self.mode {
+            Mode::Startup => self.startup_gain,
+            Mode::Drain => 1.0 / self.startup_gain,
+            Mode::ProbeBw => CYCLE[self.cycle_index],
+            Mode::ProbeRtt => 1.0,
+        }
+    }
+
+    fn target_cwnd(&self, gain: f64) -> u64 {
+        match self.bdp() {
+            Some(bdp) => ((gain * bdp as f64) as u64).max(MIN_PACKETS * self.mss),
+            None => self.initial_window,
+        }
+    }
+
+    fn update_bw(&mut self, sample: f64, app_limited: bool) {
+        // An application-limited sample only counts if it raises the
+        // estimate (§4.1.1.2): it says nothing about the path's limit.
+        if app_limited && sample < self.btl_bw {
+            return;
+        }
+        match self.bw_samples.back_mut() {
+            Some((r, bw)) if *r == self.round => *bw = bw.max(sample),
+            _ => self.bw_samples.push_back((self.round, sample)),
+        }
+        let oldest = self.round.saturating_sub(BW_WINDOW_ROUNDS - 1);
+        while self.bw_samples.front().is_some_and(|(r, _)| *r < oldest) {
+            self.bw_samples.pop_front();
+        }
+        self.btl_bw = self.bw_samples.iter().map(|(_, b)| *b).fold(0.0, f64::max);
+    }
+
+    fn check_full_pipe(&mut self, round_start: bool, app_limited: bool) {
+        if self.filled_pipe || !round_start || app_limited {
+            return;
+        }
+        if self.btl_bw >= self.full_bw * 1.25 {
+            self.full_bw = self.btl_bw;
+            self.full_bw_rounds = 0;
+            return;
+        }
+        self.full_bw_rounds += 1;
+        if self.full_bw_rounds >= 3 {
+            self.filled_pipe = true;
+        }
+    }
+
+    fn update_mode(&mut self, now: Instant) {
+        if self.mode == Mode::Startup && self.filled_pipe {
+            self.mode = Mode::Drain;
+        }
+        if self.mode == Mode::Drain && self.bytes_in_flight <= self.target_cwnd(1.0) {
+            self.enter_probe_bw(now);
+        }
+        if self.mode == Mode::ProbeBw {
+            let rtprop = self.rtprop.unwrap_or(Duration::from_millis(100));
+            let elapsed = now.saturating_duration_since(self.cycle_stamp) > rtprop;
+            let gain = CYCLE[self.cycle_index];
+            // Leave the probing phase once it has filled the pipe further,
+            // the draining phase once the queue it made is gone.
+            let advance = if gain > 1.0 {
+                elapsed && self.bytes_in_flight >= self.target_cwnd(gain)
+                    || now.saturating_duration_since(self.cycle_stamp) > 2 * rtprop
+            } else if gain < 1.0 {
+                elapsed || self.bytes_in_flight <= self.target_cwnd(1.0)
+            } else {
+                elapsed
+            };
+            if advance {
+                self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
+                self.cycle_stamp = now;
+            }
+        }
+        // ProbeRTT (§4.3.5): when RTprop has not been refreshed for 10 s,
+        // drain to 4 packets for 200 ms to see the empty-queue RTT.
+        let expired = self.rtprop.is_some()
+            && now.saturating_duration_since(self.rtprop_stamp) > RTPROP_WINDOW;
+        if expired && self.mode != Mode::ProbeRtt {
+            self.mode = Mode::ProbeRtt;
+            self.prior_mode_cwnd = self.cwnd;
+            self.probe_rtt_done = None;
+        }
+        if self.mode == Mode::ProbeRtt {
+            if self.probe_rtt_done.is_none() && self.bytes_in_flight <= MIN_PACKETS * self.mss {
+                self.probe_rtt_done = Some(now + PROBE_RTT_TIME);
+            }
+            if self.probe_rtt_done.is_some_and(|t| now >= t) {
+                self.rtprop_stamp = now;
+                self.cwnd = self.cwnd.max(self.prior_mode_cwnd);
+                if self.filled_pipe {
+                    self.enter_probe_bw(now);
+                } else {
+                    self.mode = Mode::Startup;
+                }
+            }
+        }
+    }
+
+    fn enter_probe_bw(&mut self, now: Instant) {
+        self.mode = Mode::ProbeBw;
+        // Start anywhere but the draining phase (§4.3.4.4); deterministic.
+        self.cycle_index = 2 + (self.round as usize % (CYCLE.len() - 2));
+        self.cycle_stamp = now;
+    }
+
+    fn update_cwnd(&mut self, acked_bytes: u64) {
+        if self.mode == Mode::ProbeRtt {
+            self.cwnd = self
+                .cwnd
+                .min(MIN_PACKETS * self.mss)
+                .max(MIN_PACKETS * self.mss);
+            return;
+        }
+        let gain = if self.mode == Mode::Startup {
+            self.startup_gain
+        } else {
+            self.cwnd_gain
+        };
+        let target = self.target_cwnd(gain);
+        // §4.2.3.4: grow towards the target; before the pipe is full, grow
+        // freely (slow-start-like).
+        if self.filled_pipe {
+            self.cwnd = (self.cwnd + acked_bytes).min(target);
+        } else if self.cwnd < target || self.delivered < self.initial_window {
+            self.cwnd += acked_bytes;
+        }
+        self.cwnd = self.cwnd.max(MIN_PACKETS * self.mss);
+    }
+}
+
+impl CongestionController for Bbr {
+    fn name(&self) -> &'static str {
+        "bbr"
+    }
+
+    fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64) {
+        if bytes_in_flight <= bytes {
+            // Restarting from idle: intervals start now (§3.2).
+            self.first_sent_time = now;
+            self.delivered_time = now;
+        }
+        self.bytes_in_flight = bytes_in_flight;
+        if self.snapshots.len() >= MAX_SNAPSHOTS {
+            self.snapshots.pop_front();
+        }
+        self.snapshots.push_back(Snapshot {
+            sent_time: now,
+            delivered: self.delivered,
+            delivered_time: self.delivered_time,
+            first_sent_time: self.first_sent_time,
+        });
+    }
+
+    fn on_ack(&mut self, now: Instant, acked: &Acked) {
+        if let Some(prior) = self.prior_cwnd.take() {
+            self.cwnd = self.cwnd.max(prior);
+        }
+        self.delivered += acked.bytes;
+        self.delivered_time = now;
+        // Snapshots of packets sent before this one were acknowledged or
+        // lost already (acknowledgements come in send order but for
+        // reordering, whose samples are simply skipped).
+        while self
+            .snapshots
+            .front()
+            .is_some_and(|s| s.sent_time < acked.sent_time)
+        {
+            self.snapshots.pop_front();
+        }
+        let snap = match self.snapshots.front() {
+            Some(s) if s.sent_time == acked.sent_time => Some(*s),
+            _ => None,
+        };
+        if let Some(s) = snap {
+            self.snapshots.pop_front();
+            self.first_sent_time = s.sent_time;
+            let send_elapsed = s.sent_time.saturating_duration_since(s.first_sent_time);
+            let ack_elapsed = now.saturating_duration_since(s.delivered_time);
+            let interval = send_elapsed.max(ack_elapsed);
+            let round_start = s.delivered >= self.next_round_delivered;
+            if round_start {
+                self.next_round_delivered = self.delivered;
+                self.round += 1;
+            }
+            // An interval shorter than RTprop would overestimate (§3.3).
+            let floor = self.rtprop.unwrap_or(Duration::ZERO).min(acked.rtt.latest);
+            if interval >= floor && !interval.is_zero() {
+                let sample = (self.delivered - s.delivered) as f64 / interval.as_secs_f64();
+                self.update_bw(sample, acked.app_limited);
+            }
+            self.check_full_pipe(round_start, acked.app_limited);
+        }
+        let rtt = acked.rtt.latest;
+        if self.rtprop.is_none_or(|m| rtt <= m)
+            || now.saturating_duration_since(self.rtprop_stamp) > RTPROP_WINDOW
+        {
+            self.rtprop = Some(rtt);
+            self.rtprop_stamp = now;
+        }
+        self.update_mode(now);
+        self.update_cwnd(acked.bytes);
+    }
+
+    fn on_ack_end(&mut self, now: Instant, bytes_in_flight: u64) {
+        self.bytes_in_flight = bytes_in_flight;
+        self.update_mode(now);
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        _now: Instant,
+        _lost_sent_time: Instant,
+        lost_bytes: u64,
+        _persistent: bool,
+    ) {
+        // Loss is not a congestion signal here: the model of the path is.
+        self.bytes_in_flight = self.bytes_in_flight.saturating_sub(lost_bytes);
+    }
+
+    fn on_retransmission_timeout(&mut self, _now: Instant) {
+        // Everything in flight is presumed lost: send little until an
+        // acknowledgement shows the path works, then resume (§4.2.3.3).
+        self.prior_cwnd = Some(self.cwnd.max(self.prior_cwnd.unwrap_or(0)));
+        self.cwnd = MIN_PACKETS * self.mss;
+        self.snapshots.clear();
+        self.bytes_in_flight = 0;
+    }
+
+    fn window(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn ssthresh(&self) -> u64 {
+        if self.filled_pipe {
+            self.target_cwnd(self.cwnd_gain)
+        } else {
+            u64::MAX
+        }
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.mode == Mode::Startup
+    }
+
+    fn pacing_rate(&self, smoothed_rtt: Duration) -> f64 {
+        if self.btl_bw > 0.0 {
+            self.pacing_gain() * self.btl_bw
+        } else {
+            self.startup_gain * self.cwnd as f64 / smoothed_rtt.as_secs_f64().max(1e-6)
+        }
+    }
+
+    fn set_parameter(&mut self, name: &str, value: f64) -> Result<(), CcError> {
+        match name {
+            "cwnd_gain" => {
+                if !(1.0..=10.0).contains(&value) {
+                    return Err(CcError::OutOfRange {
+                        name: "cwnd_gain",
+                        value,
+                        expected: "1 ≤ cwnd_gain ≤ 10",
+                    });
+                }
+                self.cwnd_gain = value;
+            }
+            "startup_gain" => {
+                if !(1.5..=4.0).contains(&value) {
+                    return Err(CcError::OutOfRange {
+                        name: "startup_gain",
+                        value,
+                        expected: "1.5 ≤ startup_gain ≤ 4",
+                    });
+                }
+                self.startup_gain = value;
+            }
+            _ => {
+                return Err(CcError::UnknownParameter {
+                    controller: "bbr",
+                    name: name.to_string(),
+                    known: "cwnd_gain, startup_gain".to_string(),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    fn parameters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("cwnd_gain", self.cwnd_gain),
+            ("startup_gain", self.startup_gain),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::RttEstimate;
+
+    /// A fluid bottleneck: packets leave the sender paced by the
+    /// controller, queue at `rate` bytes/s, and are acknowledged one RTT
+    /// (`base_rtt` plus queueing) later; every `loss_every`-th is lost.
+    fn run(
+        cc: &mut Bbr,
+        rate: f64,
+        base_rtt: Duration,
+        secs: f64,
+        loss_every: u64,
+    ) -> (f64, Duration) {
+        let mss = 1200u64;
+        let mut now = Instant::ZERO;
+        let mut link_free = Instant::ZERO;
+        let mut in_flight: VecDeque<(Instant, Instant, bool)> = VecDeque::new(); // (sent, acked_at, lost)
+        let mut flight_bytes = 0u64;
+        let mut delivered = 0u64;
+        let mut n = 0u64;
+        let mut max_queue = Duration::ZERO;
+        let end = Instant::ZERO + Duration::from_secs_f64(secs);
+        let mut next_send = Instant::ZERO;
+        while now < end {
+            // Process acknowledgements due.
+            while in_flight.front().is_some_and(|p| p.1 <= now) {
+                let (sent, at, lost) = in_flight.pop_front().unwrap();
+                flight_bytes -= mss;
+                if lost {
+                    cc.on_congestion_event(at, sent, mss, false);
+                    continue;
+                }
+                delivered += mss;
+                let rtt = at - sent;
+                let est = RttEstimate {
+                    latest: rtt,
+                    smoothed: rtt,
+                    min: base_rtt,
+                };
+                cc.on_ack(
+                    at,
+                    &Acked {
+                        sent_time: sent,
+                        bytes: mss,
+                        app_limited: false,
+                        rtt: est,
+                        one_way_delay_us: None,
+                    },
+                );
+                cc.on_ack_end(at, flight_bytes);
+            }
+            if flight_bytes + mss <= cc.window() && now >= next_send {
+                n += 1;
+                flight_bytes += mss;
+                cc.on_sent(now, mss, flight_bytes);
+                let start = link_free.max(now);
+                link_free = start + Duration::from_secs_f64(mss as f64 / rate);
+                max_queue = max_queue.max(start - now);
+                let lost = loss_every > 0 && n % loss_every == 0;
+                in_flight.push_back((now, link_free + base_rtt, lost));
+                let rate_now = cc.pacing_rate(base_rtt);
+                next_send = now + Duration::from_secs_f64(mss as f64 / rate_now);
+            } else {
+                let next_ack = in_flight.front().map(|p| p.1).unwrap_or(end);
+                let wake = if flight_bytes + mss <= cc.window() {
+                    next_send.min(next_ack)
+                } else {
+                    next_ack
+                };
+                now = wake.max(now + Duration::from_nanos(1));
+            }
+        }
+        (delivered as f64 / secs, max_queue)
+    }
+
+    #[test]
+    fn fills_the_pipe_without_a_standing_queue() {
+        let mut cc = Bbr::new(1200, 12_000);
+        let rate = 12_500_000.0; // 100 Mbit/s
+        let (goodput, _) = run(&mut cc, rate, Duration::from_millis(10), 5.0, 0);
+        assert!(goodput > 0.85 * rate, "goodput {goodput}");
+        let bw = cc.bottleneck_bandwidth();
+        assert!((bw - rate).abs() < 0.1 * rate, "btl_bw {bw}");
+        // The propagation delay plus one packet's serialization (96 µs).
+        let min_rtt = cc.min_rtt().unwrap();
+        assert!(
+            min_rtt >= Duration::from_millis(10) && min_rtt < Duration::from_micros(10_200),
+            "{min_rtt:?}"
+        );
+        assert_eq!(cc.mode, Mode::ProbeBw);
+    }
+
+    #[test]
+    fn random_loss_is_not_congestion() {
+        let rate = 12_500_000.0;
+        let mut cc = Bbr::new(1200, 12_000);
+        let (goodput, _) = run(&mut cc, rate, Duration::from_millis(10), 5.0, 20); // 5% loss
+        assert!(goodput > 0.8 * rate * 0.95, "goodput {goodput} at 5% loss");
+    }
+
+    #[test]
+    fn rto_shrinks_then_restores() {
+        let mut cc = Bbr::new(1200, 120_000);
+        cc.on_retransmission_timeout(Instant::ZERO);
+        assert_eq!(cc.window(), 4 * 1200);
+        let rtt = Duration::from_millis(5);
+        let est = RttEstimate {
+            latest: rtt,
+            smoothed: rtt,
+            min: rtt,
+        };
+        cc.on_sent(Instant::ZERO, 1200, 1200);
+        cc.on_ack(
+            Instant::ZERO + rtt,
+            &Acked {
+                sent_time: Instant::ZERO,
+                bytes: 1200,
+                app_limited: false,
+                rtt: est,
+                one_way_delay_us: None,
+            },
+        );
+        assert!(cc.window() >= 120_000);
+    }
+
+    #[test]
+    fn parameters_are_checked() {
+        let mut cc = Bbr::new(1200, 12_000);
+        cc.set_parameter("cwnd_gain", 3.0).unwrap();
+        assert!(cc.parameters().contains(&("cwnd_gain", 3.0)));
+        assert!(matches!(
+            cc.set_parameter("cwnd_gain", 0.5),
+            Err(CcError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            cc.set_parameter("beta", 0.5),
+            Err(CcError::UnknownParameter { .. })
+        ));
+    }
+}
