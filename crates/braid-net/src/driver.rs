@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -41,6 +41,8 @@ enum Wake {
 /// Datagrams polled from the endpoint, waiting to be sent.
 struct Pending {
     destination: SocketAddr,
+    /// Local address to send from, when the path needs one.
+    source: Option<IpAddr>,
     segment_size: Option<usize>,
     buf: Vec<u8>,
     /// Bytes of `buf` already sent.
@@ -49,7 +51,8 @@ struct Pending {
 
 struct Driver {
     receiver: Receiver,
-    received: Vec<(SocketAddr, Bytes)>,
+    /// Datagrams with their sender and the local address they reached.
+    received: Vec<(SocketAddr, Option<IpAddr>, Bytes)>,
     pending: VecDeque<Pending>,
     /// Spare transmit buffers, so sending allocates nothing in steady state.
     pool: Vec<Vec<u8>>,
@@ -182,8 +185,12 @@ impl Driver {
         let now = shared.clock.now();
         let mut inner = shared.lock();
         let inner = &mut *inner;
-        for (remote, datagram) in self.received.drain(..) {
-            inner.ep.handle_datagram(now, remote, datagram);
+        let port = shared.local_addr.port();
+        for (remote, local_ip, datagram) in self.received.drain(..) {
+            // The local address tells the paths of a multipath connection
+            // apart on a socket bound to a wildcard address.
+            let local = local_ip.map(|ip| SocketAddr::new(ip, port));
+            inner.ep.handle_datagram_on(now, local, remote, datagram);
         }
         // The deadline computed at the end of the previous turn: anything
         // the application changed since then only adds later timers, or
@@ -198,6 +205,7 @@ impl Driver {
         let mut more_to_send = false;
         if !self.send_blocked {
             let max_datagrams = shared.socket.max_segments(self.max_datagram_size);
+            let wildcard = shared.local_addr.ip().is_unspecified();
             while self.pending.len() < TRANSMITS_PER_LOCK {
                 let mut buf = self.pool.pop().unwrap_or_default();
                 match inner.ep.poll_transmit(now, max_datagrams, &mut buf) {
@@ -205,6 +213,9 @@ impl Driver {
                         buf.truncate(t.size);
                         self.pending.push_back(Pending {
                             destination: t.destination,
+                            // A socket bound to one address sends from it
+                            // anyway: no per-send source option then.
+                            source: t.source.map(|s| s.ip()).filter(|_| wildcard),
                             segment_size: t.segment_size,
                             buf,
                             sent: 0,
@@ -303,7 +314,7 @@ impl Driver {
     fn send(&mut self, shared: &Shared) {
         self.send_blocked = false;
         while let Some(p) = self.pending.front_mut() {
-            match shared.socket.send(p.destination, &p.buf, p.segment_size, &mut p.sent, &mut self.send_errors) {
+            match shared.socket.send(p.destination, p.source, &p.buf, p.segment_size, &mut p.sent, &mut self.send_errors) {
                 Ok(()) => {
                     let done = self.pending.pop_front().expect("front exists");
                     self.pool.push(done.buf);

@@ -2,7 +2,7 @@
 //! (`recvmmsg` + GRO) and segmented send (GSO), through quinn-udp.
 
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use bytes::{Bytes, BytesMut};
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState, BATCH_SIZE};
@@ -79,13 +79,15 @@ impl UdpSocket {
     }
 
     /// Send `buf[sent..]`, `size` bytes of datagrams of `segment_size` (or one
-    /// datagram when `None`) to `dest`, in as few GSO sends as allowed.
+    /// datagram when `None`) to `dest` from the local address `src_ip` (or
+    /// the kernel's choice), in as few GSO sends as allowed.
     /// Advances `sent`; returns `WouldBlock` when the socket is full (call
     /// again once writable). Other errors are logged and the rest of the
     /// batch is dropped: UDP is lossy, the protocol retransmits.
     pub(crate) fn send(
         &self,
         dest: SocketAddr,
+        src_ip: Option<IpAddr>,
         buf: &[u8],
         segment_size: Option<usize>,
         sent: &mut usize,
@@ -106,7 +108,7 @@ impl UdpSocket {
                 ecn: None,
                 contents: &rest[..chunk],
                 segment_size,
-                src_ip: None,
+                src_ip,
             };
             let result = self
                 .io
@@ -156,10 +158,15 @@ impl Receiver {
         Receiver { buf: vec![0; SLOT_SIZE * BATCH_SIZE].into_boxed_slice(), metas: [RecvMeta::default(); BATCH_SIZE] }
     }
 
-    /// One non-blocking receive call. Appends each datagram to `out`, split
-    /// at the GRO stride. Returns how many datagrams were appended;
-    /// `WouldBlock` when there is nothing to read.
-    pub(crate) fn recv(&mut self, socket: &UdpSocket, out: &mut Vec<(SocketAddr, Bytes)>) -> io::Result<usize> {
+    /// One non-blocking receive call. Appends each datagram to `out` with
+    /// its sender and the local address it was sent to (when the kernel
+    /// reports it), split at the GRO stride. Returns how many datagrams
+    /// were appended; `WouldBlock` when there is nothing to read.
+    pub(crate) fn recv(
+        &mut self,
+        socket: &UdpSocket,
+        out: &mut Vec<(SocketAddr, Option<IpAddr>, Bytes)>,
+    ) -> io::Result<usize> {
         let metas = &mut self.metas;
         let mut slots = self.buf.chunks_mut(SLOT_SIZE);
         let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
@@ -182,12 +189,12 @@ impl Receiver {
             let end = offset + len(meta);
             if offset == end {
                 // Still handed over, so the endpoint counts it as malformed.
-                out.push((meta.addr, Bytes::new()));
+                out.push((meta.addr, meta.dst_ip, Bytes::new()));
             }
             let stride = if meta.stride == 0 { end - offset } else { meta.stride };
             while offset < end {
                 let next = (offset + stride).min(end);
-                out.push((meta.addr, data.slice(offset..next)));
+                out.push((meta.addr, meta.dst_ip, data.slice(offset..next)));
                 offset = next;
             }
         }

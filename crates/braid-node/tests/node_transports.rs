@@ -183,6 +183,11 @@ async fn messages_wait_for_their_channel_and_fail_if_it_cannot_open() {
     let dead = addr(&gone);
     gone.close().await;
     drop(gone);
+    // Hold the dead ports ourselves so that neither a lingering endpoint
+    // task of `gone` nor another test can answer on them: a UDP socket
+    // that never replies (Braid's connect must time out) and a TCP socket
+    // bound but not listening (TCP's connect is refused).
+    let _holders = hold_silent_ports(dead.socket).await;
     for t in [Transport::Tcp, Transport::Braid] {
         let h = BasicHeader::new(addr(&a), dead, t);
         let mut n1 = a.send_notify(Message::raw(h.clone(), &b"x"[..])).await.unwrap();
@@ -196,6 +201,21 @@ async fn messages_wait_for_their_channel_and_fail_if_it_cannot_open() {
     }
     assert_eq!(a.stats().channel_failures, 2);
     assert_eq!(a.open_channels(), 0);
+}
+
+async fn hold_silent_ports(base: std::net::SocketAddr) -> (std::net::UdpSocket, socket2::Socket) {
+    let mut braid = base;
+    braid.set_port(base.port() + Transport::Braid.port_offset());
+    for _ in 0..250 {
+        let udp = std::net::UdpSocket::bind(braid);
+        let tcp = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .and_then(|s| s.bind(&base.into()).map(|()| s));
+        if let (Ok(u), Ok(t)) = (udp, tcp) {
+            return (u, t);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the ports of a closed node at {base} stayed busy for 5 s");
 }
 
 /// At most once across a connection failure: the receiver goes away in

@@ -3,10 +3,14 @@
 //! Demultiplexes datagrams by destination connection ID, answers a first
 //! handshake packet with a stateless cookie challenge (so a spoofed source
 //! address creates no state), and round-robins transmissions across
-//! connections.
+//! connections. It is also the application's handle on multipath: opening
+//! and closing paths, choosing a connection's ProgMP scheduler, setting
+//! its registers and tagging writes.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
+use braid_progmp::{Program, Register};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::hash::Hasher;
 use std::net::{IpAddr, SocketAddr};
@@ -17,7 +21,7 @@ use siphasher::sip128::{Hasher128, SipHasher24};
 
 use crate::config::{EndpointConfig, TransportConfig};
 use crate::connection::{Connection, CLOSE_REFUSED};
-use crate::stats::{ConnectionStats, EndpointStats};
+use crate::stats::{ConnectionStats, EndpointStats, PathInfo};
 use crate::wire::{self, Frame, Header, Packet, PacketType};
 
 /// Identifies a connection within its endpoint. Never reused by an endpoint.
@@ -79,6 +83,10 @@ impl std::fmt::Display for CloseReason {
 pub struct Transmit {
     /// Where to send them.
     pub destination: SocketAddr,
+    /// The local address to send them from, when the path needs one (a
+    /// path opened from a given address, or a server answering on the
+    /// address it was reached at); `None` lets the socket choose.
+    pub source: Option<SocketAddr>,
     /// Bytes written to the buffer.
     pub size: usize,
     /// If `Some(s)`, the buffer holds several datagrams of `s` bytes each
@@ -115,6 +123,42 @@ pub enum SendError {
     UnknownConnection,
 }
 
+/// A multipath request could not be carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// No such connection.
+    #[error("unknown connection")]
+    UnknownConnection,
+    /// The connection has no path with this id.
+    #[error("the connection has no path {0}")]
+    UnknownPath(u32),
+    /// A connection keeps at least one path.
+    #[error("path {0} is the connection's last path; close the connection instead")]
+    LastPath(u32),
+    /// The connection already has as many paths as allowed.
+    #[error("the connection already has the most paths allowed ({max})")]
+    TooMany {
+        /// The limit.
+        max: usize,
+    },
+    /// A path with these addresses exists.
+    #[error("a path from {local:?} to {remote} exists already")]
+    Duplicate {
+        /// Local address of the path.
+        local: Option<SocketAddr>,
+        /// Remote address of the path.
+        remote: SocketAddr,
+    },
+    /// Only the side that connected opens paths (as in MPTCP, where the
+    /// client joins subflows: a server behind no NAT could, but a client
+    /// behind one could not be reached).
+    #[error("only the connecting side opens paths")]
+    NotClient,
+    /// The connection is closing or closed.
+    #[error("the connection is closing")]
+    Closed,
+}
+
 /// `recv_message` found the connection gone.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecvError {
@@ -149,8 +193,9 @@ pub struct Endpoint {
     by_initial: HashMap<(SocketAddr, u64), ConnectionHandle>,
     next_handle: u64,
     events: VecDeque<Event>,
-    /// Stateless answers (RETRY, refusals) waiting to be sent.
-    stateless: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// Stateless answers (RETRY, refusals) waiting to be sent: from
+    /// (the local address the Initial reached), to, bytes.
+    stateless: VecDeque<(Option<SocketAddr>, SocketAddr, Vec<u8>)>,
     /// Connections that may have something to send, in round-robin order.
     send_queue: VecDeque<ConnectionHandle>,
     /// Members of `send_queue`, so a handle is queued at most once.
@@ -196,13 +241,26 @@ impl Endpoint {
         remote: SocketAddr,
         transport: TransportConfig,
     ) -> Result<ConnectionHandle, ConnectError> {
+        self.connect_from(now, None, remote, transport)
+    }
+
+    /// Start a handshake with `remote` from the local address `local`
+    /// (`None`: the socket's choice), using `transport`. The handshake's
+    /// path is the connection's first; [`Endpoint::add_path`] opens more.
+    pub fn connect_from(
+        &mut self,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        transport: TransportConfig,
+    ) -> Result<ConnectionHandle, ConnectError> {
         transport.validate()?;
         if self.connections.len() >= self.config.max_connections {
             return Err(ConnectError::TooManyConnections(self.connections.len()));
         }
         let handle = self.new_handle();
         let cid = self.new_cid();
-        let conn = Connection::new_client(handle, now, remote, cid, transport);
+        let conn = Connection::new_client(handle, now, local, remote, cid, transport);
         self.insert(handle, cid, conn);
         self.stats.connections_initiated += 1;
         Ok(handle)
@@ -232,6 +290,19 @@ impl Endpoint {
     /// A datagram arrived from `remote`. Never panics; malformed input is
     /// dropped and counted in [`EndpointStats`].
     pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, datagram: Bytes) {
+        self.handle_datagram_on(now, None, remote, datagram);
+    }
+
+    /// A datagram arrived from `remote` at the local address `local` (when
+    /// known: a multi-homed host tells its paths apart by it, and answers
+    /// from it). Never panics; malformed input is dropped and counted.
+    pub fn handle_datagram_on(
+        &mut self,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        datagram: Bytes,
+    ) {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
         let size = datagram.len();
@@ -244,7 +315,7 @@ impl Endpoint {
         };
         let header = &packet.header;
         if header.ty == PacketType::Initial {
-            self.handle_initial(now, remote, &packet, size);
+            self.handle_initial(now, local, remote, &packet, size);
             return;
         }
         let Some(&handle) = self.by_cid.get(&header.dst_cid) else {
@@ -256,7 +327,7 @@ impl Endpoint {
             let cookie = header.cookie.clone();
             conn.on_retry(now, cookie, header.echo_timestamp_us);
         } else {
-            conn.handle_packet(now, remote, packet, size);
+            conn.handle_packet(now, local, remote, packet, size);
         }
         self.mark_active(handle);
     }
@@ -264,7 +335,7 @@ impl Endpoint {
     /// Server side of the handshake: answer a cookie-less Initial with a
     /// stateless RETRY; create the connection only for a valid cookie, which
     /// proves the client receives at its source address.
-    fn handle_initial(&mut self, now: Instant, remote: SocketAddr, packet: &Packet, size: usize) {
+    fn handle_initial(&mut self, now: Instant, local: Option<SocketAddr>, remote: SocketAddr, packet: &Packet, size: usize) {
         let header = &packet.header;
         if size < usize::from(TransportConfig::MIN_DATAGRAM_SIZE) || header.src_cid == 0 {
             self.stats.malformed_datagrams += 1;
@@ -272,27 +343,27 @@ impl Endpoint {
         }
         if let Some(&handle) = self.by_initial.get(&(remote, header.src_cid)) {
             if let Some(conn) = self.connections.get_mut(&handle) {
-                conn.on_repeated_initial();
+                conn.on_repeated_initial(header.timestamp_us);
                 self.mark_active(handle);
             }
             return;
         }
         if !self.config.accept_incoming {
             self.stats.connections_refused += 1;
-            self.queue_refusal(remote, header.src_cid);
+            self.queue_refusal(local, remote, header.src_cid);
             return;
         }
         match self.check_cookie(now, remote, header.src_cid, &header.cookie) {
             CookieCheck::Valid => {}
             CookieCheck::Missing => {
-                self.queue_retry(now, remote, header);
+                self.queue_retry(now, local, remote, header);
                 return;
             }
             CookieCheck::Expired => {
                 // Genuine but old (the client's Initial was delayed or lost
                 // many times): a fresh challenge, still without state.
                 self.stats.invalid_cookies += 1;
-                self.queue_retry(now, remote, header);
+                self.queue_retry(now, local, remote, header);
                 return;
             }
             CookieCheck::Forged => {
@@ -302,12 +373,21 @@ impl Endpoint {
         }
         if self.connections.len() >= self.config.max_connections {
             self.stats.connections_refused += 1;
-            self.queue_refusal(remote, header.src_cid);
+            self.queue_refusal(local, remote, header.src_cid);
             return;
         }
         let handle = self.new_handle();
         let cid = self.new_cid();
-        let conn = Connection::new_server(handle, now, remote, cid, header.src_cid, self.config.transport.clone());
+        let conn =
+            Connection::new_server(
+                handle,
+                now,
+                remote,
+                cid,
+                header.src_cid,
+                header.timestamp_us,
+                self.config.transport.clone(),
+            );
         self.by_initial.insert((remote, header.src_cid), handle);
         self.insert(handle, cid, conn);
         self.stats.connections_accepted += 1;
@@ -325,7 +405,7 @@ impl Endpoint {
         h.finish128().as_bytes()
     }
 
-    fn queue_retry(&mut self, now: Instant, remote: SocketAddr, initial: &Header) {
+    fn queue_retry(&mut self, now: Instant, local: Option<SocketAddr>, remote: SocketAddr, initial: &Header) {
         let client_cid = initial.src_cid;
         let issued_ms = now.as_nanos() / 1_000_000;
         let mut cookie = Vec::with_capacity(COOKIE_LEN);
@@ -337,6 +417,7 @@ impl Endpoint {
             dst_cid: client_cid,
             src_cid: 0,
             cookie: Bytes::from(cookie),
+            path_id: 0,
             pn: 0,
             timestamp_us: 0,
             // Lets the client take an RTT sample without us keeping state.
@@ -344,7 +425,7 @@ impl Endpoint {
         };
         wire::encode_header(&mut buf, &header);
         self.stats.retries_sent += 1;
-        self.stateless.push_back((remote, buf));
+        self.stateless.push_back((local, remote, buf));
     }
 
     fn check_cookie(&self, now: Instant, remote: SocketAddr, client_cid: u64, cookie: &[u8]) -> CookieCheck {
@@ -370,20 +451,21 @@ impl Endpoint {
         CookieCheck::Valid
     }
 
-    fn queue_refusal(&mut self, remote: SocketAddr, client_cid: u64) {
+    fn queue_refusal(&mut self, local: Option<SocketAddr>, remote: SocketAddr, client_cid: u64) {
         let mut buf = Vec::with_capacity(64);
         let header = Header {
             ty: PacketType::Accept,
             dst_cid: client_cid,
             src_cid: 0,
             cookie: Bytes::new(),
+            path_id: 0,
             pn: 0,
             timestamp_us: 0,
             echo_timestamp_us: 0,
         };
         wire::encode_header(&mut buf, &header);
         wire::encode_frame(&mut buf, &Frame::Close { code: CLOSE_REFUSED, reason: Bytes::from_static(b"refused") });
-        self.stateless.push_back((remote, buf));
+        self.stateless.push_back((local, remote, buf));
     }
 
     fn mark_active(&mut self, handle: ConnectionHandle) {
@@ -404,13 +486,14 @@ impl Endpoint {
     }
 
     /// Clears `buf` and writes up to `max_datagrams` datagrams for one
-    /// destination into it, or returns `None` when nothing is to be sent now.
+    /// path (one source and destination) into it, or returns `None` when
+    /// nothing is to be sent now.
     pub fn poll_transmit(&mut self, now: Instant, max_datagrams: usize, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
-        if let Some((destination, packet)) = self.stateless.pop_front() {
+        if let Some((source, destination, packet)) = self.stateless.pop_front() {
             buf.extend_from_slice(&packet);
             self.count_sent(1, buf.len());
-            return Some(Transmit { destination, size: buf.len(), segment_size: None });
+            return Some(Transmit { destination, source, size: buf.len(), segment_size: None });
         }
         let max_datagrams = max_datagrams.max(1);
         // Round robin: each connection sends one batch, then goes to the back
@@ -420,12 +503,13 @@ impl Endpoint {
             let Some(conn) = self.connections.get_mut(&handle) else { continue };
             let mut count = 0;
             let mut segment = 0;
-            let mut destination = None;
+            let mut path = None;
             while count < max_datagrams {
                 let before = buf.len();
                 let max_size = if count == 0 { usize::MAX } else { segment };
-                let Some(out) = conn.poll_transmit(now, buf, max_size) else { break };
-                destination = Some(out.destination);
+                // The rest of a batch goes on the first datagram's path.
+                let Some(out) = conn.poll_transmit(now, buf, max_size, path) else { break };
+                path = Some(out.path);
                 count += 1;
                 if count == 1 {
                     segment = out.size;
@@ -434,11 +518,12 @@ impl Endpoint {
                 }
                 debug_assert_eq!(buf.len() - before, out.size);
             }
+            let addresses = path.map(|p| conn.path_addresses(p));
             conn.drain_events(&mut self.events);
             // Nothing to send. A closed connection is forgotten once the
             // application has read `RecvError::Closed` (its counters stay
             // readable until then).
-            let Some(destination) = destination else {
+            let Some((destination, source)) = addresses else {
                 self.reap(handle);
                 continue;
             };
@@ -446,7 +531,7 @@ impl Endpoint {
             self.enqueue(handle);
             self.count_sent(count, buf.len());
             let segment_size = (count > 1).then_some(segment);
-            return Some(Transmit { destination, size: buf.len(), segment_size });
+            return Some(Transmit { destination, source, size: buf.len(), segment_size });
         }
         None
     }
@@ -560,6 +645,139 @@ impl Endpoint {
         conn: ConnectionHandle,
     ) -> Option<&mut dyn crate::cc::CongestionController> {
         self.connections.get_mut(&conn).map(|c| c.congestion_controller())
+    }
+
+    // ----- multipath -----
+
+    /// Opens a path of connection `conn` from the local address `local`
+    /// (`None`: the socket's choice) to `remote`, the peer's address on
+    /// that path; `backup` marks it a backup path at both ends (ProgMP's
+    /// `IS_BACKUP`). Only the connecting side opens paths. The path carries
+    /// data once the peer acknowledges its first packet. The connection
+    /// schedules its packets from now on, with the scheduler chosen by
+    /// [`Endpoint::set_scheduler`] or else the shipped minimum-RTT one.
+    ///
+    /// A path whose retransmission timeout fires four times in a row while
+    /// another path works (or that the peer never answers on) is abandoned
+    /// like one removed with [`Endpoint::remove_path`]; [`Endpoint::paths`]
+    /// shows what remains.
+    ///
+    /// ```
+    /// use braid_proto::{Endpoint, EndpointConfig};
+    /// use braid_core::Instant;
+    /// let mut client = Endpoint::new(EndpointConfig { accept_incoming: false, ..Default::default() }, 1);
+    /// let conn = client.connect(Instant::ZERO, "10.0.0.2:443".parse().unwrap()).unwrap();
+    /// let id = client
+    ///     .add_path(conn, Some("10.1.0.1:5000".parse().unwrap()), "10.1.0.2:443".parse().unwrap(), false)
+    ///     .unwrap();
+    /// let paths = client.paths(conn);
+    /// assert_eq!(paths.len(), 2);
+    /// assert_eq!(paths[1].id, id);
+    /// assert!(!paths[1].validated); // until the server answers on it
+    /// ```
+    pub fn add_path(
+        &mut self,
+        conn: ConnectionHandle,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        backup: bool,
+    ) -> Result<u32, PathError> {
+        let c = self.connections.get_mut(&conn).ok_or(PathError::UnknownConnection)?;
+        let id = c.add_path(local, remote, backup)?;
+        self.mark_active(conn);
+        Ok(id)
+    }
+
+    /// Closes path `path` of `conn`: what it carried and was not yet
+    /// acknowledged is rescheduled on the other paths, and the peer is
+    /// told to stop using it. The last path cannot be removed.
+    pub fn remove_path(&mut self, conn: ConnectionHandle, path: u32) -> Result<(), PathError> {
+        let c = self.connections.get_mut(&conn).ok_or(PathError::UnknownConnection)?;
+        c.remove_path(path)?;
+        self.mark_active(conn);
+        Ok(())
+    }
+
+    /// Marks path `path` of `conn` as a backup or not, here and (with a
+    /// `PATH_STATUS` frame) at the peer.
+    pub fn set_path_backup(&mut self, conn: ConnectionHandle, path: u32, backup: bool) -> Result<(), PathError> {
+        let c = self.connections.get_mut(&conn).ok_or(PathError::UnknownConnection)?;
+        c.set_path_backup(path, backup)?;
+        self.mark_active(conn);
+        Ok(())
+    }
+
+    /// The paths of a connection, the primary first (empty for an unknown
+    /// connection).
+    pub fn paths(&self, conn: ConnectionHandle) -> Vec<PathInfo> {
+        self.connections.get(&conn).map(|c| c.path_infos()).unwrap_or_default()
+    }
+
+    /// Schedules the packets of `conn` with `program` from now on, even on
+    /// a single path. Load a program once and share it: connections hold
+    /// the `Arc`. (Switching a running connection's scheduler works but is
+    /// discouraged, as in the ProgMP thesis §3.3.4: set registers instead.)
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use braid_proto::{Endpoint, EndpointConfig, progmp::{builtin, Program, Register}};
+    /// use braid_core::Instant;
+    /// let redundant = Arc::new(Program::compile(builtin("redundant").unwrap().source).unwrap());
+    /// let mut client = Endpoint::new(EndpointConfig { accept_incoming: false, ..Default::default() }, 1);
+    /// let conn = client.connect(Instant::ZERO, "10.0.0.2:443".parse().unwrap()).unwrap();
+    /// client.set_scheduler(conn, redundant.clone()).unwrap();
+    /// client.set_register(conn, Register::R1, 1).unwrap();
+    /// client.set_user_tag(conn, 2).unwrap(); // packets of later messages get USER = 2
+    /// assert!(Arc::ptr_eq(&client.scheduler(conn).unwrap(), &redundant));
+    /// assert_eq!(client.register(conn, Register::R1), Some(1));
+    /// ```
+    pub fn set_scheduler(&mut self, conn: ConnectionHandle, program: Arc<Program>) -> Result<(), PathError> {
+        let c = self.connections.get_mut(&conn).ok_or(PathError::UnknownConnection)?;
+        c.set_scheduler(program);
+        self.mark_active(conn);
+        Ok(())
+    }
+
+    /// The scheduler `conn` uses, if one was chosen or it schedules.
+    pub fn scheduler(&self, conn: ConnectionHandle) -> Option<Arc<Program>> {
+        self.connections.get(&conn).and_then(|c| c.scheduler())
+    }
+
+    /// Sets register `register` of `conn`'s scheduler (which runs at once:
+    /// a register change is a scheduling trigger). A connection that does
+    /// not schedule yet keeps the value for its scheduler.
+    pub fn set_register(&mut self, conn: ConnectionHandle, register: Register, value: i64) -> Result<(), PathError> {
+        let c = self.connections.get_mut(&conn).ok_or(PathError::UnknownConnection)?;
+        c.set_register(register, value);
+        self.mark_active(conn);
+        Ok(())
+    }
+
+    /// The value of a register of `conn`'s scheduler (0 until set).
+    pub fn register(&self, conn: ConnectionHandle, register: Register) -> Option<i64> {
+        self.connections.get(&conn).map(|c| c.register(register))
+    }
+
+    /// Tags the messages `conn` sends from now on with `tag`: their
+    /// packets' ProgMP `USER` property. A packet never mixes two tags.
+    pub fn set_user_tag(&mut self, conn: ConnectionHandle, tag: i64) -> Result<(), PathError> {
+        let c = self.connections.get_mut(&conn).ok_or(PathError::UnknownConnection)?;
+        c.set_user_tag(tag);
+        Ok(())
+    }
+
+    /// Keeps (or stops keeping) every `PRINT` line of `conn`'s scheduler
+    /// for [`Endpoint::take_scheduler_prints`]. (`tracing` gets them too,
+    /// rate-limited, either way.)
+    pub fn capture_scheduler_prints(&mut self, conn: ConnectionHandle, on: bool) -> Result<(), PathError> {
+        let c = self.connections.get_mut(&conn).ok_or(PathError::UnknownConnection)?;
+        c.capture_prints(on);
+        Ok(())
+    }
+
+    /// The `PRINT` lines captured since the last call, oldest first.
+    pub fn take_scheduler_prints(&mut self, conn: ConnectionHandle) -> Vec<String> {
+        self.connections.get_mut(&conn).map(|c| c.take_prints()).unwrap_or_default()
     }
 
     /// Handles of all connections held.

@@ -3,14 +3,27 @@
 //! Owns: the wire format ([`wire`]), the endpoint that demultiplexes
 //! datagrams to connections by connection ID and runs the stateless-cookie
 //! handshake ([`Endpoint`]), the connection state machine (reliable ordered
-//! message stream, flow control, loss recovery, RTO, pacing, close, idle
-//! timeout) and congestion control ([`cc`]).
+//! message stream, flow control, close, idle timeout), its paths (each with
+//! its own packet numbers, loss recovery, RTO, pacing and congestion
+//! control), multipath scheduling by ProgMP programs (segments, the queues
+//! `Q`, `QU` and `RQ`, and the scheduling environment they run in), and
+//! congestion control ([`cc`]).
 //!
 //! Must not depend on: tokio, sockets, threads, the system clock or a thread
 //! RNG. Datagrams and the current [`Instant`] go in; datagrams, timer
 //! deadlines and [`Event`]s come out. Randomness comes from a seed. This is
 //! what lets `braid-sim` run it deterministically in virtual time and
-//! `braid-net` run it on real sockets, unchanged.
+//! `braid-net` run it on real sockets, unchanged. The ProgMP language
+//! itself lives in `braid-progmp` ([`progmp`]); this crate only runs it.
+//!
+//! **Multipath.** A connection starts on the path of its handshake. The
+//! connecting side may open more ([`Endpoint::add_path`]): pairs of local
+//! and remote addresses, each validated by the peer's first
+//! acknowledgement. With more than one path, or once the application picks
+//! a scheduler ([`Endpoint::set_scheduler`]), a ProgMP program decides
+//! which path carries which packet (by default the shipped minimum-RTT
+//! scheduler). The receiver reassembles by data sequence number whatever
+//! path carried the bytes.
 //!
 //! ```
 //! use braid_proto::{Endpoint, EndpointConfig, Event};
@@ -47,7 +60,9 @@ pub mod cc;
 mod config;
 mod connection;
 mod endpoint;
+mod multipath;
 mod pacer;
+mod path;
 mod range_set;
 mod recv_stream;
 mod rtt;
@@ -56,9 +71,13 @@ mod stats;
 pub mod wire;
 
 pub use braid_core::Instant;
+/// The ProgMP language: compile schedulers here, hand them to
+/// [`Endpoint::set_scheduler`].
+pub use braid_progmp as progmp;
+pub use multipath::MAX_PATHS;
 pub use cc::{CcAlgorithm, CcError, CongestionController};
 pub use config::{ConfigError, EndpointConfig, TransportConfig};
 pub use endpoint::{
-    CloseReason, ConnectError, ConnectionHandle, Endpoint, Event, RecvError, SendError, Transmit,
+    CloseReason, ConnectError, ConnectionHandle, Endpoint, Event, PathError, RecvError, SendError, Transmit,
 };
-pub use stats::{ConnectionStats, EndpointStats};
+pub use stats::{ConnectionStats, EndpointStats, PathInfo};

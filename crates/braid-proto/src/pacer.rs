@@ -35,6 +35,7 @@ impl Pacer {
 
     /// `None` if a packet of `bytes` may leave at `now`, else the time it
     /// may. `rate` is in bytes per second.
+    #[inline(always)]
     pub fn delay(&mut self, now: Instant, rate: f64, bytes: u64) -> Option<Instant> {
         self.refill(now, rate);
         let need = bytes as f64;

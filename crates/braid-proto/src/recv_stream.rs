@@ -71,11 +71,6 @@ impl RecvStream {
         self.next
     }
 
-    /// Complete messages are waiting.
-    pub fn has_ready(&self) -> bool {
-        !self.ready.is_empty()
-    }
-
     /// Takes the next complete message.
     pub fn pop(&mut self) -> Option<Bytes> {
         let (msg, stream_len) = self.ready.pop_front()?;

@@ -56,7 +56,7 @@ impl RttEstimator {
             }
             Some(srtt) => {
                 // RTTVAR <- (1 - 1/4) * RTTVAR + 1/4 * |SRTT - R'|
-                let diff = if srtt > sample { srtt - sample } else { sample - srtt };
+                let diff = srtt.abs_diff(sample);
                 self.rttvar = self.rttvar * 3 / 4 + diff / 4;
                 // SRTT <- (1 - 1/8) * SRTT + 1/8 * R'
                 self.srtt = Some(srtt * 7 / 8 + sample / 8);
@@ -79,6 +79,11 @@ impl RttEstimator {
 
     pub fn smoothed(&self) -> Duration {
         self.srtt.unwrap_or(self.initial)
+    }
+
+    /// RTTVAR (the initial RTT's half before any sample).
+    pub fn variation(&self) -> Duration {
+        self.rttvar
     }
 
     pub fn latest(&self) -> Duration {

@@ -5,6 +5,13 @@
 //! are representable. The application's `Bytes` are kept without copying
 //! until every byte of the message is acknowledged. Frames never cross a
 //! message boundary; the frame that ends one is flagged `message_end`.
+//!
+//! Two ways of taking data out: a single-path connection asks for the
+//! next chunk that fits a packet ([`SendStream::next_chunk`]); a
+//! multipath connection cuts the stream ahead of time into segments, the
+//! packets its scheduler sees ([`SendStream::measure`],
+//! [`SendStream::encode_range`]). Each message carries the application's
+//! tag (ProgMP's packet `USER`), and a segment never mixes tags.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -20,6 +27,8 @@ struct Message {
     offset: u64,
     prefix: [u8; 8],
     prefix_len: u8,
+    /// The application's tag (ProgMP packet `USER`).
+    user: i64,
     data: Bytes,
 }
 
@@ -41,6 +50,19 @@ pub struct ChunkRef {
     pub len: u64,
     pub message_end: bool,
     pub retransmission: bool,
+}
+
+/// A run of stream bytes measured by [`SendStream::measure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// Stream bytes.
+    pub len: u64,
+    /// Bytes its DATA frames take in a packet.
+    pub frame_bytes: usize,
+    /// It ends a message.
+    pub message_end: bool,
+    /// The tag of its messages.
+    pub user: i64,
 }
 
 /// Send buffer, acknowledgement bookkeeping and retransmission queue.
@@ -68,12 +90,16 @@ impl SendStream {
     }
 
     /// Appends a message.
+    #[cfg(test)]
     pub fn push(&mut self, data: Bytes) {
-        let mut prefix_buf = Vec::with_capacity(8);
-        wire::write_varint(&mut prefix_buf, data.len() as u64);
-        let mut prefix = [0u8; 8];
-        prefix[..prefix_buf.len()].copy_from_slice(&prefix_buf);
-        let msg = Message { offset: self.end, prefix, prefix_len: prefix_buf.len() as u8, data };
+        self.push_tagged(data, 0);
+    }
+
+    /// Appends a message tagged `user`.
+    pub fn push_tagged(&mut self, data: Bytes, user: i64) {
+        // On the stack: no allocation per message.
+        let (prefix, prefix_len) = wire::varint_array(data.len() as u64);
+        let msg = Message { offset: self.end, prefix, prefix_len: prefix_len as u8, user, data };
         self.end = msg.end();
         self.messages.push_back(msg);
     }
@@ -181,6 +207,77 @@ impl SendStream {
         }
     }
 
+    /// End of the stream: offset of the next byte to be queued.
+    #[cfg(test)]
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Longest run of stream bytes from `offset` whose messages share one
+    /// tag and whose DATA frames (split at message ends, as
+    /// [`SendStream::encode_range`] writes them) fit in `budget` bytes.
+    /// `None` if `offset` is not below the end of the stream or the budget
+    /// holds no byte.
+    pub fn measure(&self, offset: u64, budget: usize) -> Option<Extent> {
+        let mut idx = self.message_index(offset)?;
+        let user = self.messages[idx].user;
+        let (mut pos, mut left, mut frame_bytes) = (offset, budget, 0usize);
+        let mut message_end = false;
+        while let Some(msg) = self.messages.get(idx) {
+            if msg.user != user {
+                break;
+            }
+            let avail = msg.end() - pos;
+            let fixed = 1 + wire::varint_len(pos) + wire::varint_len(avail.min(left as u64));
+            if left <= fixed {
+                break;
+            }
+            let len = avail.min((left - fixed) as u64);
+            let cost = wire::data_frame_overhead(pos, len) + len as usize;
+            debug_assert!(cost <= left);
+            left -= cost;
+            frame_bytes += cost;
+            pos += len;
+            message_end = pos == msg.end();
+            if !message_end {
+                break;
+            }
+            idx += 1;
+        }
+        (pos > offset).then_some(Extent { len: pos - offset, frame_bytes, message_end, user })
+    }
+
+    /// Writes the DATA frames of `offset .. offset + len`, one per message
+    /// piece. Bytes already acknowledged and freed are skipped.
+    pub fn encode_range(&self, out: &mut Vec<u8>, offset: u64, len: u64) {
+        let end = (offset + len).min(self.end);
+        let mut pos = offset.max(self.acked_prefix);
+        while pos < end {
+            let Some(idx) = self.message_index(pos) else { return };
+            let msg = &self.messages[idx];
+            let piece_end = end.min(msg.end());
+            let chunk = ChunkRef {
+                message: idx,
+                offset: pos,
+                len: piece_end - pos,
+                message_end: piece_end == msg.end(),
+                retransmission: false,
+            };
+            wire::encode_data_frame_header(out, chunk.offset, chunk.len, chunk.message_end);
+            self.write_chunk(out, &chunk);
+            pos = piece_end;
+        }
+    }
+
+    /// Everything below `offset` has been cut into segments: the chunks of
+    /// [`SendStream::next_chunk`] only come from the retransmission queue
+    /// below it.
+    pub fn skip_unsent_to(&mut self, offset: u64) {
+        let offset = offset.clamp(self.next_unsent, self.end);
+        self.next_unsent = offset;
+        self.unsent_message = self.message_index(offset).unwrap_or(self.messages.len());
+    }
+
     /// `range` was acknowledged. Returns the number of bytes newly acked in
     /// order (freed).
     pub fn on_ack(&mut self, range: Range<u64>) -> u64 {
@@ -264,6 +361,49 @@ mod tests {
         assert_eq!(s.on_ack(0..100), 100);
         assert!(s.is_fully_acked());
         assert_eq!(s.buffered(), 0);
+    }
+
+    #[test]
+    fn length_prefixes_are_varints() {
+        for n in [0usize, 1, 63, 64, 16_383, 16_384] {
+            let mut s = SendStream::new();
+            s.push(Bytes::from(vec![0u8; n]));
+            let mut expected = Vec::new();
+            wire::write_varint(&mut expected, n as u64);
+            let c = s.next_chunk(8, u64::MAX).unwrap();
+            let mut got = Vec::new();
+            s.write_chunk(&mut got, &c);
+            assert_eq!(got[..expected.len().min(got.len())], expected[..expected.len().min(got.len())]);
+        }
+    }
+
+    #[test]
+    fn measured_extents_encode_to_exactly_their_size() {
+        let mut s = SendStream::new();
+        s.push_tagged(Bytes::from(vec![1u8; 10]), 0);
+        s.push_tagged(Bytes::from(vec![2u8; 3000]), 0);
+        s.push_tagged(Bytes::from(vec![3u8; 5]), 7);
+        s.push_tagged(Bytes::from(vec![4u8; 5]), 7);
+        let mut offset = 0;
+        let mut seen = Vec::new();
+        while let Some(e) = s.measure(offset, 1400) {
+            let mut out = Vec::new();
+            s.encode_range(&mut out, offset, e.len);
+            assert_eq!(out.len(), e.frame_bytes);
+            assert!(e.frame_bytes <= 1400);
+            seen.push((offset, e.len, e.message_end, e.user));
+            offset += e.len;
+        }
+        assert_eq!(offset, s.end());
+        // The first extent packs the small message and the start of the
+        // big one; tags split extents; the two tagged messages share one.
+        assert_eq!(seen[0].0, 0);
+        assert!(!seen[0].2);
+        assert_eq!(seen.last().unwrap().3, 7);
+        assert_eq!(seen.last().unwrap().1, 12);
+        assert!(seen.iter().filter(|e| e.3 == 0).all(|e| e.0 + e.1 <= 11 + 3002));
+        assert!(s.measure(offset, 1400).is_none());
+        assert!(s.measure(0, 3).is_none(), "no byte fits in three bytes of frames");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Counters an endpoint and each connection keep. Plain data, cheap to copy,
 //! serializable for `--json` output.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Endpoint-wide counters.
@@ -77,6 +78,64 @@ pub struct ConnectionStats {
     pub cwnd: u64,
     /// Bytes in flight.
     pub bytes_in_flight: u64,
+    /// Paths currently open (1 for a single-path connection).
+    pub paths: u64,
+    /// Paths abandoned, by either side or after failing.
+    pub paths_abandoned: u64,
+    /// Packets dropped because they named a path that does not exist (or
+    /// no longer does).
+    pub unknown_path_packets: u64,
+    /// ProgMP scheduler runs (0 until the connection schedules).
+    pub scheduler_runs: u64,
+    /// Packets the scheduler pushed onto paths.
+    pub scheduler_pushes: u64,
+    /// Pushes refused because the path already held too many packets.
+    pub scheduler_refused_pushes: u64,
+}
+
+/// One path of a connection (see [`crate::Endpoint::paths`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PathInfo {
+    /// The path's identifier (ProgMP's subflow `ID`).
+    pub id: u32,
+    /// Local address its packets leave from (`None`: the socket's choice).
+    pub local: Option<SocketAddr>,
+    /// The peer's address on this path.
+    pub remote: SocketAddr,
+    /// The peer has acknowledged a packet sent on it: it carries data.
+    pub validated: bool,
+    /// A backup path, by our choice or the peer's request.
+    pub backup: bool,
+    /// A retransmission timeout fired and nothing sent since has been
+    /// acknowledged.
+    pub lossy: bool,
+    /// Smoothed RTT.
+    #[serde(serialize_with = "ser_duration_us")]
+    pub smoothed_rtt: Duration,
+    /// Minimum RTT.
+    #[serde(serialize_with = "ser_duration_us")]
+    pub min_rtt: Duration,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Bytes in flight.
+    pub bytes_in_flight: u64,
+    /// Packets sent on it.
+    pub packets_sent: u64,
+    /// UDP payload bytes sent on it.
+    pub bytes_sent: u64,
+    /// Stream bytes it carried (retransmissions and redundant copies
+    /// included).
+    pub stream_bytes_sent: u64,
+    /// Packets received on it.
+    pub packets_received: u64,
+    /// UDP payload bytes received on it.
+    pub bytes_received: u64,
+    /// Packets it declared lost.
+    pub packets_lost: u64,
+    /// Packets the scheduler gave it that wait to be sent.
+    pub queued: u64,
+    /// The scheduler's per-subflow `USER` value.
+    pub user: i64,
 }
 
 fn ser_duration_us<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

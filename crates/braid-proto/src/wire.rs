@@ -1,4 +1,4 @@
-//! Braid wire format, version 1.
+//! Braid wire format, version 2 (version 1 had no paths).
 //!
 //! Every datagram is one packet:
 //!
@@ -7,6 +7,7 @@
 //! [Initial] src_cid:u64 cookie_len:varint cookie
 //! [Retry]   cookie_len:varint cookie
 //! [Accept]  src_cid:u64
+//! [Data]    path_id:varint
 //! pn:varint  timestamp_us:varint  echo_timestamp_us:varint
 //! frames...  (to the end of the datagram)
 //! ```
@@ -15,13 +16,27 @@
 //! (RFC 9000 §16: two high bits give the length, at most 2^62 − 1). The
 //! timestamp is the sender's clock in microseconds since the connection
 //! began; the echoed timestamp is the timestamp of the highest-numbered
-//! packet the sender has received from its peer (0 if none). Together with
-//! the ACK delay, they give RTT and one-way-delay samples (LEDBAT).
+//! packet the sender has received from its peer on the same path (0 if
+//! none). Together with the ACK delay, they give RTT and one-way-delay
+//! samples (LEDBAT, and the delay estimators of the ProgMP thesis §5.8.2).
 //!
-//! Frames: `PADDING` (0x00), `PING` (0x01), `ACK` (0x02: largest, delay,
-//! receive-window limit, SACK ranges as in RFC 9000 §19.3), `CLOSE` (0x04:
-//! code, reason) and `DATA` (0x08, +1 when a message ends with this frame:
-//! stream offset, length, bytes).
+//! **Paths.** A connection may run over several paths (MPTCP's subflows,
+//! RFC 8684 §2), each a pair of local and remote addresses with its own
+//! packet-number space, like QUIC multipath's (draft-ietf-quic-multipath
+//! §2). A Data packet names its path; handshake packets (Initial, Retry,
+//! Accept) belong to path 0, the one the handshake runs on. Stream offsets
+//! are the connection's data sequence numbers, shared by all paths
+//! (RFC 8684 §3.3's DSN), so the receiver reassembles whatever path
+//! carried the bytes.
+//!
+//! Frames: `PADDING` (0x00), `PING` (0x01), `ACK` (0x02: path id, largest,
+//! delay, receive-window limit, SACK ranges as in RFC 9000 §19.3),
+//! `CLOSE` (0x04: code, reason), `PATH_ABANDON` (0x05: path id; the sender
+//! stops using the path, as RFC 8684 §3.4.2's REMOVE_ADDR), `PATH_STATUS`
+//! (0x06: path id, sequence number, status 0 = active or 1 = backup, as
+//! RFC 8684 §3.3.8's MP_PRIO; a higher sequence number wins) and `DATA`
+//! (0x08, +1 when a message ends with this frame: stream offset, length,
+//! bytes).
 //!
 //! Decoding is total: any byte string yields a [`Packet`] or a
 //! [`DecodeError`], never a panic (checked by a property test and a
@@ -30,7 +45,9 @@
 use bytes::{Buf, BufMut, Bytes};
 
 /// The only version this implementation speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
+/// Largest path identifier accepted.
+pub const MAX_PATH_ID: u64 = u32::MAX as u64;
 /// Largest value a varint can hold.
 pub const VARINT_MAX: u64 = (1 << 62) - 1;
 /// Longest cookie accepted.
@@ -84,7 +101,9 @@ pub struct Header {
     pub src_cid: u64,
     /// Cookie (Initial and Retry only; empty in a first Initial).
     pub cookie: Bytes,
-    /// Packet number.
+    /// Path the packet travels on (Data packets; 0 for the handshake).
+    pub path_id: u32,
+    /// Packet number, in the path's number space.
     pub pn: u64,
     /// Sender's clock, µs since the connection began.
     pub timestamp_us: u64,
@@ -101,14 +120,22 @@ pub enum Frame {
     Ack(AckFrame),
     /// Closes the connection.
     Close { code: u64, reason: Bytes },
+    /// The sender abandons a path: neither side uses it any more.
+    PathAbandon { path_id: u32 },
+    /// The sender asks its peer to treat a path as a backup (or not). The
+    /// highest `seq` per path wins.
+    PathStatus { path_id: u32, seq: u64, backup: bool },
     /// Stream bytes `[offset, offset + data.len())`; `message_end` says a
     /// message ends with the last byte.
     Data { offset: u64, data: Bytes, message_end: bool },
 }
 
-/// An ACK frame: packet numbers acknowledged, encoded as in RFC 9000 §19.3.
+/// An ACK frame: packet numbers of one path acknowledged, encoded as in
+/// RFC 9000 §19.3.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AckFrame {
+    /// The path whose packet numbers are acknowledged.
+    pub path_id: u32,
     /// Largest packet number acknowledged.
     pub largest: u64,
     /// Time the receiver held `largest` before acknowledging, µs.
@@ -124,8 +151,18 @@ pub struct AckFrame {
 
 impl AckFrame {
     /// Build from inclusive ranges sorted from highest to lowest, disjoint
-    /// and non-adjacent. Panics in debug builds if they are not.
+    /// and non-adjacent, for path 0. Panics in debug builds if they are not.
     pub fn from_ranges(
+        ranges_desc: impl IntoIterator<Item = (u64, u64)>,
+        ack_delay_us: u64,
+        max_data: u64,
+    ) -> Option<AckFrame> {
+        Self::for_path(0, ranges_desc, ack_delay_us, max_data)
+    }
+
+    /// [`AckFrame::from_ranges`] for the packets of path `path_id`.
+    pub fn for_path(
+        path_id: u32,
         ranges_desc: impl IntoIterator<Item = (u64, u64)>,
         ack_delay_us: u64,
         max_data: u64,
@@ -144,6 +181,7 @@ impl AckFrame {
             count += 1;
         }
         Some(AckFrame {
+            path_id,
             largest,
             ack_delay_us,
             max_data,
@@ -164,6 +202,7 @@ impl AckFrame {
 
     fn encode(&self, out: &mut Vec<u8>) {
         out.push(FRAME_ACK);
+        write_varint(out, u64::from(self.path_id));
         write_varint(out, self.largest);
         write_varint(out, self.ack_delay_us);
         write_varint(out, self.max_data);
@@ -177,11 +216,12 @@ impl AckFrame {
     /// the caller can slice them without copying.
     fn decode_raw(buf: &[u8], pos: &mut usize) -> Result<(AckFrame, std::ops::Range<usize>), DecodeError> {
         let mut cur = &buf[*pos..];
-        let largest = read_varint(&mut cur, "ACK largest")?;
-        let ack_delay_us = read_varint(&mut cur, "ACK delay")?;
-        let max_data = read_varint(&mut cur, "ACK max_data")?;
-        let range_count = read_varint(&mut cur, "ACK range count")?;
-        let first_range = read_varint(&mut cur, "ACK first range")?;
+        let path_id = read_path_id(&mut cur, "ACK path id")?;
+        let largest = varint(&mut cur, "ACK largest")?;
+        let ack_delay_us = varint(&mut cur, "ACK delay")?;
+        let max_data = varint(&mut cur, "ACK max_data")?;
+        let range_count = varint(&mut cur, "ACK range count")?;
+        let first_range = varint(&mut cur, "ACK first range")?;
         if range_count > MAX_ACK_RANGES {
             return Err(DecodeError::Invalid("ACK range count"));
         }
@@ -192,8 +232,8 @@ impl AckFrame {
         let ranges_start = buf.len() - cur.len();
         let mut smallest = largest - first_range;
         for _ in 0..range_count {
-            let gap = read_varint(&mut cur, "ACK gap")?;
-            let len = read_varint(&mut cur, "ACK range length")?;
+            let gap = varint(&mut cur, "ACK gap")?;
+            let len = varint(&mut cur, "ACK range length")?;
             let hi = smallest
                 .checked_sub(gap)
                 .and_then(|v| v.checked_sub(2))
@@ -202,6 +242,7 @@ impl AckFrame {
         }
         *pos = buf.len() - cur.len();
         let ack = AckFrame {
+            path_id,
             largest,
             ack_delay_us,
             max_data,
@@ -227,8 +268,8 @@ impl Iterator for AckRanges<'_> {
         if self.remaining > 0 {
             self.remaining -= 1;
             // Validated at decode (or built by `from_ranges`): cannot fail.
-            let gap = read_varint(&mut self.buf, "").unwrap_or(0);
-            let len = read_varint(&mut self.buf, "").unwrap_or(0);
+            let gap = varint(&mut self.buf, "").unwrap_or(0);
+            let len = varint(&mut self.buf, "").unwrap_or(0);
             let hi = current.0.saturating_sub(gap + 2);
             self.next = Some((hi.saturating_sub(len), hi));
         }
@@ -248,6 +289,8 @@ const FRAME_PADDING: u8 = 0x00;
 const FRAME_PING: u8 = 0x01;
 const FRAME_ACK: u8 = 0x02;
 const FRAME_CLOSE: u8 = 0x04;
+const FRAME_PATH_ABANDON: u8 = 0x05;
+const FRAME_PATH_STATUS: u8 = 0x06;
 const FRAME_DATA: u8 = 0x08;
 const FRAME_DATA_END: u8 = 0x09;
 
@@ -295,6 +338,8 @@ impl Iterator for Frames<'_> {
                 Frame::Ack(ack)
             }
             RawFrame::Close { code, reason } => Frame::Close { code, reason: self.buf.slice(reason) },
+            RawFrame::PathAbandon { path_id } => Frame::PathAbandon { path_id },
+            RawFrame::PathStatus { path_id, seq, backup } => Frame::PathStatus { path_id, seq, backup },
             RawFrame::Data { offset, data, message_end } => {
                 Frame::Data { offset, data: self.buf.slice(data), message_end }
             }
@@ -307,6 +352,8 @@ enum RawFrame {
     Ping,
     Ack(AckFrame, std::ops::Range<usize>),
     Close { code: u64, reason: std::ops::Range<usize> },
+    PathAbandon { path_id: u32 },
+    PathStatus { path_id: u32, seq: u64, backup: bool },
     Data { offset: u64, data: std::ops::Range<usize>, message_end: bool },
 }
 
@@ -321,9 +368,21 @@ fn take(buf: &[u8], pos: &mut usize, len: u64, what: &'static str) -> Result<std
 
 fn varint_at(buf: &[u8], pos: &mut usize, what: &'static str) -> Result<u64, DecodeError> {
     let mut cur = &buf[*pos..];
-    let v = read_varint(&mut cur, what)?;
+    let v = varint(&mut cur, what)?;
     *pos = buf.len() - cur.len();
     Ok(v)
+}
+
+fn path_id_at(buf: &[u8], pos: &mut usize, what: &'static str) -> Result<u32, DecodeError> {
+    let mut cur = &buf[*pos..];
+    let v = read_path_id(&mut cur, what)?;
+    *pos = buf.len() - cur.len();
+    Ok(v)
+}
+
+fn read_path_id(cur: &mut &[u8], what: &'static str) -> Result<u32, DecodeError> {
+    let v = varint(cur, what)?;
+    u32::try_from(v).map_err(|_| DecodeError::Invalid(what))
 }
 
 fn decode_raw_frame(buf: &[u8], pos: &mut usize) -> Result<Option<RawFrame>, DecodeError> {
@@ -346,6 +405,20 @@ fn decode_raw_frame(buf: &[u8], pos: &mut usize) -> Result<Option<RawFrame>, Dec
                 let reason = take(buf, pos, len, "close reason")?;
                 Ok(Some(RawFrame::Close { code, reason }))
             }
+            FRAME_PATH_ABANDON => {
+                let path_id = path_id_at(buf, pos, "PATH_ABANDON path id")?;
+                Ok(Some(RawFrame::PathAbandon { path_id }))
+            }
+            FRAME_PATH_STATUS => {
+                let path_id = path_id_at(buf, pos, "PATH_STATUS path id")?;
+                let seq = varint_at(buf, pos, "PATH_STATUS sequence")?;
+                let backup = match varint_at(buf, pos, "PATH_STATUS status")? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::Invalid("PATH_STATUS status")),
+                };
+                Ok(Some(RawFrame::PathStatus { path_id, seq, backup }))
+            }
             FRAME_DATA | FRAME_DATA_END => {
                 let offset = varint_at(buf, pos, "data offset")?;
                 let len = varint_at(buf, pos, "data length")?;
@@ -361,35 +434,66 @@ fn decode_raw_frame(buf: &[u8], pos: &mut usize) -> Result<Option<RawFrame>, Dec
 }
 
 fn decode_header(buf: &mut Bytes) -> Result<Header, DecodeError> {
-    let version = read_u8(buf, "version")?;
+    // Parsed from a slice, the datagram advanced once at the end.
+    let mut cur: &[u8] = buf;
+    let version = read_u8(&mut cur, "version")?;
     if version != VERSION {
         return Err(DecodeError::UnsupportedVersion(version));
     }
-    let ty = match read_u8(buf, "packet type")? {
+    let ty = match read_u8(&mut cur, "packet type")? {
         1 => PacketType::Initial,
         2 => PacketType::Retry,
         3 => PacketType::Accept,
         4 => PacketType::Data,
         other => return Err(DecodeError::UnknownPacketType(other)),
     };
-    let dst_cid = read_u64(buf, "destination connection ID")?;
+    let dst_cid = read_u64(&mut cur, "destination connection ID")?;
     let mut src_cid = 0;
-    let mut cookie = Bytes::new();
+    let mut cookie = 0..0;
     if matches!(ty, PacketType::Initial | PacketType::Accept) {
-        src_cid = read_u64(buf, "source connection ID")?;
+        src_cid = read_u64(&mut cur, "source connection ID")?;
     }
     if matches!(ty, PacketType::Initial | PacketType::Retry) {
-        let len = read_varint(buf, "cookie length")?;
+        let len = varint(&mut cur, "cookie length")?;
         if len > MAX_COOKIE_LEN as u64 {
             return Err(DecodeError::Invalid("cookie length"));
         }
-        cookie = read_bytes(buf, len, "cookie")?;
+        if (cur.len() as u64) < len {
+            return Err(DecodeError::Truncated("cookie"));
+        }
+        let start = buf.len() - cur.len();
+        cookie = start..start + len as usize;
+        cur = &cur[len as usize..];
     }
-    let pn = read_varint(buf, "packet number")?;
-    let timestamp_us = read_varint(buf, "timestamp")?;
-    let echo_timestamp_us = read_varint(buf, "echo timestamp")?;
-    Ok(Header { ty, dst_cid, src_cid, cookie, pn, timestamp_us, echo_timestamp_us })
+    let mut path_id = 0;
+    if ty == PacketType::Data {
+        path_id = read_path_id(&mut cur, "path id")?;
+    }
+    let pn = varint(&mut cur, "packet number")?;
+    let timestamp_us = varint(&mut cur, "timestamp")?;
+    let echo_timestamp_us = varint(&mut cur, "echo timestamp")?;
+    let consumed = buf.len() - cur.len();
+    let cookie = if cookie.is_empty() { Bytes::new() } else { buf.slice(cookie) };
+    buf.advance(consumed);
+    Ok(Header { ty, dst_cid, src_cid, cookie, path_id, pn, timestamp_us, echo_timestamp_us })
 }
+
+/// Writes the header of a Data packet (what [`encode_header`] writes for
+/// one) without building a [`Header`]: the hot path.
+pub fn encode_data_header(out: &mut Vec<u8>, dst_cid: u64, path_id: u32, pn: u64, timestamp_us: u64, echo_us: u64) {
+    out.reserve(MAX_DATA_HEADER_LEN);
+    let mut fixed = [VERSION, PacketType::Data as u8, 0, 0, 0, 0, 0, 0, 0, 0];
+    fixed[2..].copy_from_slice(&dst_cid.to_be_bytes());
+    out.extend_from_slice(&fixed);
+    write_varint(out, u64::from(path_id));
+    write_varint(out, pn);
+    write_varint(out, timestamp_us);
+    write_varint(out, echo_us);
+}
+
+/// Longest Data packet header: version, type, connection ID, and four
+/// varints (path id, packet number, two timestamps) of at most 8 bytes.
+pub const MAX_DATA_HEADER_LEN: usize = 1 + 1 + 8 + 4 * 8;
 
 /// Writes a packet header into `out`.
 pub fn encode_header(out: &mut Vec<u8>, header: &Header) {
@@ -402,6 +506,9 @@ pub fn encode_header(out: &mut Vec<u8>, header: &Header) {
     if matches!(header.ty, PacketType::Initial | PacketType::Retry) {
         write_varint(out, header.cookie.len() as u64);
         out.extend_from_slice(&header.cookie);
+    }
+    if header.ty == PacketType::Data {
+        write_varint(out, u64::from(header.path_id));
     }
     write_varint(out, header.pn);
     write_varint(out, header.timestamp_us);
@@ -419,6 +526,16 @@ pub fn encode_frame(out: &mut Vec<u8>, frame: &Frame) {
             let reason = &reason[..reason.len().min(MAX_REASON_LEN)];
             write_varint(out, reason.len() as u64);
             out.extend_from_slice(reason);
+        }
+        Frame::PathAbandon { path_id } => {
+            out.push(FRAME_PATH_ABANDON);
+            write_varint(out, u64::from(*path_id));
+        }
+        Frame::PathStatus { path_id, seq, backup } => {
+            out.push(FRAME_PATH_STATUS);
+            write_varint(out, u64::from(*path_id));
+            write_varint(out, *seq);
+            write_varint(out, u64::from(*backup));
         }
         Frame::Data { offset, data, message_end } => {
             encode_data_frame(out, *offset, data, *message_end);
@@ -445,6 +562,7 @@ pub fn data_frame_overhead(offset: u64, len: u64) -> usize {
 }
 
 /// Appends `n` padding bytes.
+#[inline]
 pub fn encode_padding(out: &mut Vec<u8>, n: usize) {
     out.resize(out.len() + n, FRAME_PADDING);
 }
@@ -460,6 +578,7 @@ pub fn varint_len(v: u64) -> usize {
 }
 
 /// Writes `v` (clamped to [`VARINT_MAX`]) as a varint.
+#[inline]
 pub fn write_varint(out: &mut Vec<u8>, v: u64) {
     let v = v.min(VARINT_MAX);
     match varint_len(v) {
@@ -468,6 +587,24 @@ pub fn write_varint(out: &mut Vec<u8>, v: u64) {
         4 => out.put_u32(0x8000_0000 | v as u32),
         _ => out.put_u64(0xc000_0000_0000_0000 | v),
     }
+}
+
+/// `v` (clamped to [`VARINT_MAX`]) as a varint in the first bytes of an
+/// array, and how many bytes it takes.
+pub fn varint_array(v: u64) -> ([u8; 8], usize) {
+    let v = v.min(VARINT_MAX);
+    let len = varint_len(v);
+    // The value's low bytes, big-endian, with the length code in the top
+    // two bits.
+    let code: u64 = match len {
+        1 => 0,
+        2 => 0x4000,
+        4 => 0x8000_0000,
+        _ => 0xc000_0000_0000_0000,
+    };
+    let mut out = [0u8; 8];
+    out[..len].copy_from_slice(&(code | v).to_be_bytes()[8 - len..]);
+    (out, len)
 }
 
 /// Reads a varint, naming `what` if the buffer is too short.
@@ -485,25 +622,45 @@ pub fn read_varint<B: Buf>(buf: &mut B, what: &'static str) -> Result<u64, Decod
     })
 }
 
-fn read_u8(buf: &mut Bytes, what: &'static str) -> Result<u8, DecodeError> {
-    if buf.remaining() < 1 {
-        return Err(DecodeError::Truncated(what));
-    }
-    Ok(buf.get_u8())
+/// [`read_varint`] for a slice, the decoder's hot path (the generic
+/// `Buf` version costs twice as much per field).
+#[inline]
+fn varint(cur: &mut &[u8], what: &'static str) -> Result<u64, DecodeError> {
+    let Some(&first) = cur.first() else { return Err(DecodeError::Truncated(what)) };
+    let v = match first >> 6 {
+        0 => {
+            *cur = &cur[1..];
+            return Ok(u64::from(first));
+        }
+        1 => {
+            let (b, rest) = cur.split_first_chunk::<2>().ok_or(DecodeError::Truncated(what))?;
+            *cur = rest;
+            u64::from(u16::from_be_bytes(*b) & 0x3fff)
+        }
+        2 => {
+            let (b, rest) = cur.split_first_chunk::<4>().ok_or(DecodeError::Truncated(what))?;
+            *cur = rest;
+            u64::from(u32::from_be_bytes(*b) & 0x3fff_ffff)
+        }
+        _ => {
+            let (b, rest) = cur.split_first_chunk::<8>().ok_or(DecodeError::Truncated(what))?;
+            *cur = rest;
+            u64::from_be_bytes(*b) & 0x3fff_ffff_ffff_ffff
+        }
+    };
+    Ok(v)
 }
 
-fn read_u64(buf: &mut Bytes, what: &'static str) -> Result<u64, DecodeError> {
-    if buf.remaining() < 8 {
-        return Err(DecodeError::Truncated(what));
-    }
-    Ok(buf.get_u64())
+fn read_u8(buf: &mut &[u8], what: &'static str) -> Result<u8, DecodeError> {
+    let (&v, rest) = buf.split_first().ok_or(DecodeError::Truncated(what))?;
+    *buf = rest;
+    Ok(v)
 }
 
-fn read_bytes(buf: &mut Bytes, len: u64, what: &'static str) -> Result<Bytes, DecodeError> {
-    if (buf.remaining() as u64) < len {
-        return Err(DecodeError::Truncated(what));
-    }
-    Ok(buf.split_to(len as usize))
+fn read_u64(buf: &mut &[u8], what: &'static str) -> Result<u64, DecodeError> {
+    let (bytes, rest) = buf.split_first_chunk::<8>().ok_or(DecodeError::Truncated(what))?;
+    *buf = rest;
+    Ok(u64::from_be_bytes(*bytes))
 }
 
 #[cfg(test)]
@@ -521,6 +678,7 @@ mod tests {
             } else {
                 Bytes::new()
             },
+            path_id: if ty == PacketType::Data { 3 } else { 0 },
             pn: 1234,
             timestamp_us: 99_999,
             echo_timestamp_us: 7,
@@ -534,6 +692,14 @@ mod tests {
             write_varint(&mut out, v);
             assert_eq!(out.len(), varint_len(v));
             assert_eq!(read_varint(&mut &out[..], "v").unwrap(), v);
+            let (array, len) = varint_array(v);
+            assert_eq!(array[..len], out[..]);
+            let mut cur = &out[..];
+            assert_eq!(varint(&mut cur, "v").unwrap(), v);
+            assert!(cur.is_empty());
+            for cut in 0..out.len() {
+                assert_eq!(varint(&mut &out[..cut], "v"), Err(DecodeError::Truncated("v")));
+            }
         }
     }
 
@@ -547,17 +713,30 @@ mod tests {
         encode_data_frame(&mut out, 1000, b"hello", true);
         encode_data_frame(&mut out, 1005, b"wor", false);
         encode_frame(&mut out, &Frame::Close { code: 7, reason: Bytes::from_static(b"bye") });
+        encode_frame(&mut out, &Frame::PathAbandon { path_id: 9 });
+        encode_frame(&mut out, &Frame::PathStatus { path_id: 2, seq: 5, backup: true });
         encode_padding(&mut out, 10);
         let packet = Packet::decode(Bytes::from(out)).unwrap();
         assert_eq!(packet.header, header(PacketType::Data));
         let frames: Vec<_> = packet.frames().collect();
-        assert_eq!(frames.len(), 5);
+        assert_eq!(frames.len(), 7);
+        assert_eq!(frames[5], Frame::PathAbandon { path_id: 9 });
+        assert_eq!(frames[6], Frame::PathStatus { path_id: 2, seq: 5, backup: true });
         assert_eq!(frames[0], Frame::Ack(ack.clone()));
         assert_eq!(ack.ranges().collect::<Vec<_>>(), vec![(90, 100), (50, 80), (0, 10)]);
         assert_eq!(
             frames[2],
             Frame::Data { offset: 1000, data: Bytes::from_static(b"hello"), message_end: true }
         );
+    }
+
+    #[test]
+    fn the_fast_data_header_is_the_general_one() {
+        let h = header(PacketType::Data);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        encode_header(&mut a, &h);
+        encode_data_header(&mut b, h.dst_cid, h.path_id, h.pn, h.timestamp_us, h.echo_timestamp_us);
+        assert_eq!(a, b);
     }
 
     #[test]
@@ -584,11 +763,50 @@ mod tests {
     #[test]
     fn ack_ranges_that_underflow_are_rejected() {
         let mut out = vec![FRAME_ACK];
-        for v in [5, 0, 0, 1, 3, 10, 0] {
-            write_varint(&mut out, v); // largest 5, first range 3, then gap 10
+        for v in [0, 5, 0, 0, 1, 3, 10, 0] {
+            write_varint(&mut out, v); // path 0, largest 5, first range 3, then gap 10
         }
         let mut pos = 1;
         assert_eq!(AckFrame::decode_raw(&out, &mut pos).err(), Some(DecodeError::Invalid("ACK gap")));
+    }
+
+    #[test]
+    fn path_ids_beyond_u32_and_unknown_statuses_are_rejected() {
+        let mut out = Vec::new();
+        encode_header(&mut out, &header(PacketType::Data));
+        // Rewrite the path id (the byte after version, type and CID) as 2^32.
+        let mut bad = out[..10].to_vec();
+        write_varint(&mut bad, 1 << 32);
+        bad.extend_from_slice(&out[11..]);
+        assert_eq!(Packet::decode(Bytes::from(bad)), Err(DecodeError::Invalid("path id")));
+
+        let mut out = Vec::new();
+        encode_header(&mut out, &header(PacketType::Data));
+        out.push(FRAME_PATH_STATUS);
+        for v in [1, 1, 2] {
+            write_varint(&mut out, v);
+        }
+        assert_eq!(Packet::decode(Bytes::from(out)), Err(DecodeError::Invalid("PATH_STATUS status")));
+
+        let mut out = Vec::new();
+        encode_header(&mut out, &header(PacketType::Data));
+        out.push(FRAME_ACK);
+        write_varint(&mut out, 1 << 40);
+        assert_eq!(Packet::decode(Bytes::from(out)), Err(DecodeError::Invalid("ACK path id")));
+    }
+
+    #[test]
+    fn handshake_packets_carry_no_path_id() {
+        // Path frames, like every frame but PING, are refused in handshake packets.
+        let mut out = Vec::new();
+        encode_header(&mut out, &header(PacketType::Retry));
+        encode_frame(&mut out, &Frame::PathAbandon { path_id: 1 });
+        assert_eq!(Packet::decode(Bytes::from(out)), Err(DecodeError::Invalid("frame in handshake packet")));
+        let mut a = Vec::new();
+        let mut h = header(PacketType::Accept);
+        h.path_id = 7; // not encoded: the handshake is on path 0
+        encode_header(&mut a, &h);
+        assert_eq!(Packet::decode(Bytes::from(a)).unwrap().header.path_id, 0);
     }
 
     fn arb_ranges() -> impl Strategy<Value = Vec<(u64, u64)>> {
@@ -627,9 +845,9 @@ mod tests {
         }
 
         #[test]
-        fn ack_round_trip(ranges in arb_ranges(), delay in 0u64..1 << 30, max_data in 0u64..VARINT_MAX) {
+        fn ack_round_trip(ranges in arb_ranges(), delay in 0u64..1 << 30, max_data in 0u64..VARINT_MAX, path_id in any::<u32>()) {
             prop_assume!(!ranges.is_empty());
-            let ack = AckFrame::from_ranges(ranges.iter().copied(), delay, max_data).unwrap();
+            let ack = AckFrame::for_path(path_id, ranges.iter().copied(), delay, max_data).unwrap();
             let mut out = Vec::new();
             encode_header(&mut out, &header(PacketType::Data));
             encode_frame(&mut out, &Frame::Ack(ack));
@@ -637,6 +855,7 @@ mod tests {
             let Some(Frame::Ack(decoded)) = packet.frames().next() else { panic!("no ack") };
             prop_assert_eq!(decoded.ranges().collect::<Vec<_>>(), ranges);
             prop_assert_eq!(decoded.ack_delay_us, delay);
+            prop_assert_eq!(decoded.path_id, path_id);
             prop_assert_eq!(decoded.max_data, max_data);
         }
     }

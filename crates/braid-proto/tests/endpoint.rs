@@ -226,7 +226,7 @@ fn idle_timeout_closes_a_silent_connection() {
     net.run_until(Duration::from_secs(1), |n| n.a.is_established(conn));
     net.loss = 1.0;
     let ok = net.run_until(Duration::from_secs(10), |n| {
-        n.events_a.iter().any(|e| *e == Event::Closed(conn, CloseReason::IdleTimeout))
+        n.events_a.contains(&Event::Closed(conn, CloseReason::IdleTimeout))
     });
     assert!(ok);
 }
@@ -238,7 +238,7 @@ fn handshake_times_out_without_a_server() {
     net.loss = 1.0;
     let conn = net.a.connect(net.now, B.parse().unwrap()).unwrap();
     let ok = net.run_until(Duration::from_secs(10), |n| {
-        n.events_a.iter().any(|e| *e == Event::Closed(conn, CloseReason::HandshakeTimeout))
+        n.events_a.contains(&Event::Closed(conn, CloseReason::HandshakeTimeout))
     });
     assert!(ok);
 }
@@ -275,7 +275,7 @@ fn refuses_beyond_max_connections() {
     let c1 = net.a.connect(net.now, B.parse().unwrap()).unwrap();
     let c2 = net.a.connect(net.now, B.parse().unwrap()).unwrap();
     let ok = net.run_until(Duration::from_secs(5), |n| {
-        n.a.is_established(c1) && n.events_a.iter().any(|e| *e == Event::Closed(c2, CloseReason::Refused))
+        n.a.is_established(c1) && n.events_a.contains(&Event::Closed(c2, CloseReason::Refused))
     });
     assert!(ok, "{:?}", net.events_a);
 }

@@ -45,6 +45,7 @@
 
 pub mod framing;
 pub mod priority_sim;
+pub mod sim_multipath;
 pub mod sim_transfer;
 pub mod size;
 pub mod transfer;
