@@ -227,7 +227,13 @@ impl Connection {
             .unwrap_or_default()
     }
 
-    /// The peer's address.
+    /// The shared endpoint state and this connection's handle (for the
+    /// other modules' `impl Connection` blocks).
+    pub(crate) fn parts(&self) -> (&Arc<Shared>, ConnectionHandle) {
+        (&self.inner.shared, self.inner.handle)
+    }
+
+    /// The peer's address (on the handshake's path).
     pub fn remote_addr(&self) -> SocketAddr {
         self.inner.remote
     }
@@ -270,7 +276,7 @@ pub struct CongestionParameters {
 }
 
 /// The error for a connection the endpoint no longer serves.
-fn gone(inner: &Inner, h: ConnectionHandle) -> ConnectionError {
+pub(crate) fn gone(inner: &Inner, h: ConnectionHandle) -> ConnectionError {
     if let Some(reason) = inner.slots.get(&h).and_then(|s| s.close_reason()) {
         return ConnectionError::Closed(reason.clone());
     }

@@ -108,7 +108,7 @@ impl Endpoint {
         Ok(Endpoint { handle: Arc::new(EndpointHandle { shared }) })
     }
 
-    fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.handle.shared
     }
 
@@ -122,16 +122,24 @@ impl Endpoint {
     /// gives `Err(Closed(HandshakeTimeout))` after the configured handshake
     /// timeout.
     pub async fn connect(&self, addr: SocketAddr) -> Result<Connection, ConnectionError> {
-        self.start_connect(addr, None)?.established().await
+        self.start_connect(None, addr, None)?.established().await
     }
 
     /// Connect to `addr` with `transport` instead of the endpoint's
     /// configuration.
     pub async fn connect_with(&self, addr: SocketAddr, transport: TransportConfig) -> Result<Connection, ConnectionError> {
-        self.start_connect(addr, Some(transport))?.established().await
+        self.start_connect(None, addr, Some(transport))?.established().await
     }
 
-    fn start_connect(&self, addr: SocketAddr, transport: Option<TransportConfig>) -> Result<Connection, ConnectionError> {
+    /// Start a handshake with `addr` from the local address `local` (`None`:
+    /// the socket's choice), with `transport` or the endpoint's
+    /// configuration. The returned connection is not established yet.
+    pub(crate) fn start_connect(
+        &self,
+        local: Option<SocketAddr>,
+        addr: SocketAddr,
+        transport: Option<TransportConfig>,
+    ) -> Result<Connection, ConnectionError> {
         let shared = self.shared();
         let conn = {
             let mut inner = shared.lock();
@@ -142,10 +150,8 @@ impl Endpoint {
                 return Err(ConnectionError::EndpointClosed);
             }
             let now = shared.clock.now();
-            let h = match transport {
-                Some(t) => inner.ep.connect_with(now, addr, t)?,
-                None => inner.ep.connect(now, addr)?,
-            };
+            let transport = transport.unwrap_or_else(|| inner.ep.config().transport.clone());
+            let h = inner.ep.connect_from(now, local, addr, transport)?;
             let slot = Slot::new(Status::Connecting, addr);
             let signals = slot.signals.clone();
             inner.slots.insert(h, slot);

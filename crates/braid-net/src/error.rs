@@ -1,9 +1,9 @@
 //! The driver's error types.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use braid_proto::{CcError, CloseReason, ConfigError, ConnectError};
+use braid_proto::{CcError, CloseReason, ConfigError, ConnectError, PathError};
 
 /// Creating an endpoint failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +61,24 @@ pub enum ConnectionError {
     /// A congestion-control parameter could not be set.
     #[error(transparent)]
     Congestion(#[from] CcError),
+    /// A multipath request was refused (unknown path, last path, too many
+    /// paths, not the connecting side, ...).
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// A path's local address cannot be used by this endpoint's socket: it
+    /// is bound to another address (bind to a wildcard such as
+    /// `0.0.0.0:0` to send from several local addresses), or of the other
+    /// address family.
+    #[error("local address {local} is not usable by a socket bound to {bound}: bind the endpoint to a wildcard address (e.g. 0.0.0.0:0 or [::]:0) of the same family for multipath")]
+    LocalAddress {
+        /// The local address asked for.
+        local: IpAddr,
+        /// The address the endpoint's socket is bound to.
+        bound: SocketAddr,
+    },
+    /// `connect_multipath` was given no path.
+    #[error("connect_multipath needs at least one (local, remote) address pair")]
+    NoPaths,
 }
 
 impl ConnectionError {

@@ -7,7 +7,11 @@
 //! task that feeds datagrams and timers to the endpoint and sends what it
 //! produces, and the async application API: [`Endpoint`] (bind, connect,
 //! accept, close) and [`Connection`] (send and receive messages with
-//! backpressure, graceful close, statistics, congestion parameters).
+//! backpressure, graceful close, statistics, congestion parameters), and
+//! multipath: [`Endpoint::connect_multipath`], paths added and removed at
+//! runtime, backup paths, a ProgMP [`Program`] per connection, its
+//! registers and per-message `USER` tags (see the `multipath` module
+//! docs on [`Connection::add_path`]).
 //!
 //! Must not depend on: protocol logic. Everything about the wire format,
 //! reliability, flow and congestion control lives in `braid-proto`; this
@@ -24,10 +28,14 @@ mod connection;
 mod driver;
 mod endpoint;
 mod error;
+mod multipath;
 mod shared;
 mod socket;
 
-pub use braid_proto::{CloseReason, ConnectionStats, EndpointConfig, EndpointStats, TransportConfig};
+pub use braid_proto::progmp::{Program, Register};
+pub use braid_proto::{
+    CloseReason, ConnectionStats, EndpointConfig, EndpointStats, PathError, PathInfo, TransportConfig, MAX_PATHS,
+};
 pub use bytes::Bytes;
 pub use connection::{CongestionParameters, Connection};
 pub use endpoint::Endpoint;

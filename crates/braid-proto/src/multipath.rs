@@ -252,6 +252,22 @@ impl Segments {
         }
     }
 
+    /// Puts segment `id`, taken out of `Q` but pushed nowhere (its pushes
+    /// were refused), back into `Q` in sequence order: a popped packet is
+    /// never lost (thesis §3.3.2).
+    fn return_to_q(&mut self, id: u64) {
+        let Some(seg) = self.get_mut(id) else { return };
+        if seg.in_q || seg.acked || seg.sent_on != 0 {
+            return;
+        }
+        seg.in_q = true;
+        if let Some(pos) = self.qu.iter().position(|&x| x == id) {
+            self.qu.remove(pos);
+        }
+        let at = self.q.partition_point(|&x| x < id);
+        self.q.insert(at, id);
+    }
+
     fn take_from_rq(&mut self, id: u64) {
         if let Some(pos) = self.rq.iter().position(|&x| x == id) {
             self.rq.remove(pos);
@@ -337,6 +353,8 @@ struct Env<'a> {
     registers: &'a mut [i64; 6],
     peer_max_data: u64,
     refused: u64,
+    /// Segments whose push was refused in the current run.
+    refused_ids: Vec<u64>,
 }
 
 impl<'a> Env<'a> {
@@ -349,7 +367,7 @@ impl<'a> Env<'a> {
                 count += 1;
             }
         }
-        Env { paths, visible, count, segments, registers, peer_max_data, refused: 0 }
+        Env { paths, visible, count, segments, registers, peer_max_data, refused: 0, refused_ids: Vec::new() }
     }
 
     fn path(&self, subflow: usize) -> Option<&Path> {
@@ -404,6 +422,7 @@ impl Environment for Env<'_> {
                     let Some(seg) = self.segments.get_mut(packet.id.0) else { continue };
                     if path.sched.queued.len() >= PATH_QUEUE_HARD_LIMIT {
                         self.refused += 1;
+                        self.refused_ids.push(packet.id.0);
                         continue;
                     }
                     seg.sent_on |= 1 << path.slot;
@@ -421,6 +440,11 @@ impl Environment for Env<'_> {
                 }
                 Action::SetRegister { register, value } => self.registers[register.index()] = value,
             }
+        }
+        // After every action of the run, so that a POP applied after the
+        // refused PUSH of its packet is undone too.
+        for id in self.refused_ids.drain(..) {
+            self.segments.return_to_q(id);
         }
     }
 }
@@ -461,6 +485,25 @@ mod tests {
         }
         assert_eq!(end, send.end());
         assert_eq!(send.next_unsent(), end);
+    }
+
+    #[test]
+    fn a_segment_pushed_nowhere_goes_back_to_q_in_order() {
+        let mut send = SendStream::new();
+        send.push_tagged(Bytes::from(vec![0u8; 5000]), 0);
+        let mut s = Segments::new(0, 1400);
+        s.carve(&mut send);
+        s.take_from_q(0);
+        s.take_from_q(1);
+        s.return_to_q(1);
+        s.return_to_q(0);
+        assert_eq!(s.q.iter().copied().collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert_eq!(s.qu_len(), 0);
+        // One pushed somewhere stays out.
+        s.take_from_q(0);
+        s.get_mut(0).unwrap().sent_on = 1;
+        s.return_to_q(0);
+        assert_eq!((s.q_len(), s.qu_len()), (3, 1));
     }
 
     #[test]

@@ -52,8 +52,20 @@ pub mod transfer;
 
 pub use braid_core::Instant;
 pub use braid_link::LinkSpec;
-pub use braid_net::{Connection, ConnectionError, Endpoint, NetError};
+pub use braid_net::{Connection, ConnectionError, Endpoint, NetError, PathInfo, Program, Register};
 pub use braid_proto::{CcAlgorithm, CloseReason, ConfigError, EndpointConfig, TransportConfig};
+
+/// The message-oriented middleware: a `Node` with the transport chosen
+/// per message, virtual nodes, typed messages and the DATA learner.
+pub use braid_node as node;
+/// Exon, exactly-once messaging: the sans-IO protocol.
+pub use braid_exon as exon;
+/// Exon on a real UDP socket (tokio driver).
+pub use braid_exon_net as exon_net;
+/// ProgMP, the multipath scheduler language.
+pub use braid_progmp as progmp;
+/// The real-network emulator (network namespaces joined by emulated links).
+pub use braid_emu as emu;
 
 /// Counters of endpoints and connections (plain data, serializable).
 pub mod stats {

@@ -2,6 +2,7 @@
 //! value parsers whose errors name the allowed form, and dispatch.
 
 mod bench;
+mod bench_multipath;
 mod demo;
 mod emu;
 mod progmp;
@@ -70,6 +71,8 @@ enum SimCommand {
 enum BenchCommand {
     /// Bulk throughput (or, with --messages, message rate), Braid vs TCP vs quinn.
     Stream(bench::StreamArgs),
+    /// Braid multipath (ProgMP schedulers) vs kernel MPTCP over two emulated paths.
+    Multipath(bench_multipath::BenchMultipathArgs),
 }
 
 /// Options shared by the commands that open Braid connections.
@@ -166,6 +169,7 @@ pub fn main() -> ExitCode {
             Command::Sim(SimCommand::Transfer(a)) => sim::run(a).await,
             Command::Sim(SimCommand::Priority(a)) => sim_priority::run(a).await,
             Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
+            Command::Bench(BenchCommand::Multipath(a)) => bench_multipath::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Emu(c) => emu::run(c).await,
             Command::Progmp(c) => progmp::run(c),

@@ -1,14 +1,17 @@
 //! `braid send`: send a file or generated data to `braid serve` and report
 //! whether the receiver got exactly those bytes.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use braid::size::ByteSize;
 use braid::transfer::{self, Source};
+use braid::progmp::Program;
 use braid::Endpoint;
+use braid_net::PathInfo;
 use clap::Args;
 use serde::Serialize;
 
@@ -19,10 +22,22 @@ const GENERATED_SEED: u64 = u64::from_be_bytes(*b"\0\0\0braid");
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["file", "bytes"])))]
+#[command(group(clap::ArgGroup::new("dest").required(true).args(["to", "paths"])))]
 pub struct SendArgs {
     /// Address of the `braid serve` to send to, e.g. 127.0.0.1:4433.
     #[arg(long, value_name = "ADDR")]
-    to: SocketAddr,
+    to: Option<SocketAddr>,
+    /// Multipath: a path from the local address LOCAL to the server's
+    /// address REMOTE, e.g. 127.0.0.1=127.0.0.1:4433; repeat for more paths
+    /// (the first carries the handshake). The server must listen on a
+    /// wildcard address (braid serve --listen 0.0.0.0:4433) to be reachable
+    /// on several of its addresses.
+    #[arg(long = "path", value_name = "LOCAL=REMOTE", value_parser = parse_path_pair, conflicts_with = "to")]
+    paths: Vec<(IpAddr, SocketAddr)>,
+    /// ProgMP scheduler: the name of a shipped one (see `braid progmp list`;
+    /// default min_rtt) or a .progmp file.
+    #[arg(long, value_name = "NAME_OR_FILE")]
+    scheduler: Option<String>,
     /// File to send.
     #[arg(value_name = "FILE")]
     file: Option<PathBuf>,
@@ -48,6 +63,80 @@ pub struct SendArgs {
     json: bool,
     #[command(flatten)]
     transport: TransportArgs,
+}
+
+/// `--path LOCAL=REMOTE`.
+pub fn parse_path_pair(s: &str) -> Result<(IpAddr, SocketAddr), String> {
+    let form = "expected LOCAL=REMOTE: a local IP address and the server's IP:PORT, e.g. 127.0.0.2=127.0.0.2:4433";
+    let (l, r) = s.split_once('=').ok_or_else(|| format!("invalid path `{s}`: {form}"))?;
+    let local = l.trim().parse::<IpAddr>().map_err(|_| format!("invalid path `{s}`: LOCAL `{l}` is not an IP address; {form}"))?;
+    let remote = r
+        .trim()
+        .parse::<SocketAddr>()
+        .map_err(|_| format!("invalid path `{s}`: REMOTE `{r}` is not an IP:PORT address; {form}"))?;
+    if local.is_ipv4() != remote.is_ipv4() {
+        return Err(format!("invalid path `{s}`: LOCAL and REMOTE must be of the same address family"));
+    }
+    Ok((local, remote))
+}
+
+/// Canonical form of a scheduler name: `minrtt`, `min-rtt` and `min_rtt`
+/// all name the shipped `min_rtt`.
+fn squash(name: &str) -> String {
+    name.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
+}
+
+/// A `--scheduler NAME_OR_FILE`: an existing file is compiled, else the
+/// shipped scheduler of that name (underscores and dashes optional).
+pub fn load_scheduler(name_or_file: &str) -> anyhow::Result<(String, Arc<Program>)> {
+    let path = std::path::Path::new(name_or_file);
+    if path.is_file() {
+        let source = std::fs::read_to_string(path).with_context(|| format!("--scheduler {name_or_file}: cannot read"))?;
+        let program = Program::compile(&source).map_err(|e| {
+            anyhow::anyhow!("--scheduler {name_or_file}: not a valid ProgMP scheduler:\n{}", e.render(name_or_file, &source))
+        })?;
+        let name = program.name().map(str::to_string).unwrap_or_else(|| name_or_file.to_string());
+        return Ok((name, Arc::new(program)));
+    }
+    let wanted = squash(if name_or_file == "default" { braid::progmp::DEFAULT_SCHEDULER } else { name_or_file });
+    let builtin = braid::progmp::BUILTINS.iter().find(|b| squash(b.name) == wanted).ok_or_else(|| {
+        let known: Vec<_> = braid::progmp::BUILTINS.iter().map(|b| b.name).collect();
+        anyhow::anyhow!(
+            "--scheduler {name_or_file}: no such file, and not a shipped scheduler; expected a .progmp file or one of: {}",
+            known.join(", ")
+        )
+    })?;
+    let program = Program::compile(builtin.source)
+        .map_err(|e| anyhow::anyhow!("shipped scheduler {} does not compile: {e}", builtin.name))?;
+    Ok((builtin.name.to_string(), Arc::new(program)))
+}
+
+/// One path in a summary.
+#[derive(Debug, Serialize)]
+pub struct PathSummary {
+    id: u32,
+    local: Option<SocketAddr>,
+    remote: SocketAddr,
+    backup: bool,
+    bytes_sent: u64,
+    stream_bytes_sent: u64,
+    packets_lost: u64,
+    rtt_us: u64,
+}
+
+impl From<&PathInfo> for PathSummary {
+    fn from(p: &PathInfo) -> Self {
+        PathSummary {
+            id: p.id,
+            local: p.local,
+            remote: p.remote,
+            backup: p.backup,
+            bytes_sent: p.bytes_sent,
+            stream_bytes_sent: p.stream_bytes_sent,
+            packets_lost: p.packets_lost,
+            rtt_us: p.smoothed_rtt.as_micros() as u64,
+        }
+    }
 }
 
 fn parse_priority(s: &str) -> Result<f64, String> {
@@ -90,6 +179,8 @@ struct Summary {
     retransmitted_bytes: u64,
     packets_lost: u64,
     rtt_us: u64,
+    scheduler: Option<String>,
+    paths: Vec<PathSummary>,
 }
 
 pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
@@ -108,22 +199,37 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
     if plan.is_some() {
         config.transport.congestion_control = braid::CcAlgorithm::Priority;
     }
-    let endpoint = Endpoint::bind_with(unspecified_for(args.to), config).context("cannot open a UDP socket")?;
+    let scheduler = args.scheduler.as_deref().map(load_scheduler).transpose()?;
+    let to = match (args.to, args.paths.first()) {
+        (Some(to), _) => to,
+        (None, Some(&(_, remote))) => remote,
+        (None, None) => anyhow::bail!("give --to ADDR or --path LOCAL=REMOTE"),
+    };
+    // Several local addresses need a socket bound to the wildcard address.
+    let endpoint = Endpoint::bind_with(unspecified_for(to), config).context("cannot open a UDP socket")?;
     let bar = progress::bytes_bar(size, "sending", args.json);
     bar.set_message(name.clone().unwrap_or_else(|| "generated data".into()));
     let work = async {
         let start = Instant::now();
-        let mut conn = endpoint.connect(args.to).await.with_context(|| format!("--to {}: cannot connect", args.to))?;
+        let mut conn = if args.paths.is_empty() {
+            endpoint.connect(to).await.with_context(|| format!("--to {to}: cannot connect"))?
+        } else {
+            endpoint.connect_multipath(&args.paths).await.with_context(|| format!("--path: cannot connect to {to}"))?
+        };
+        if let Some((_, program)) = &scheduler {
+            conn.set_scheduler(program.clone())?;
+        }
         let schedule = plan.map(|plan| tokio::spawn(apply_priorities(conn.clone(), plan)));
         let report = transfer::send(&mut conn, name.clone(), source, &mut |sent| bar.set_position(sent)).await?;
         let elapsed = start.elapsed();
         let stats = conn.stats();
+        let paths: Vec<PathSummary> = conn.paths().iter().map(PathSummary::from).collect();
         if let Some(task) = schedule {
             task.abort();
         }
         // The verdict is in; a failing close changes nothing about it.
         let _ = tokio::time::timeout(Duration::from_secs(10), conn.close()).await;
-        anyhow::Ok((report, elapsed, stats))
+        anyhow::Ok((report, elapsed, stats, paths))
     };
     let outcome = match args.timeout {
         Some(t) => tokio::time::timeout(t, work)
@@ -132,10 +238,10 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
         None => work.await,
     };
     bar.finish_and_clear();
-    let (report, elapsed, stats) = outcome?;
+    let (report, elapsed, stats, paths) = outcome?;
     endpoint.close();
     let summary = Summary {
-        to: args.to,
+        to,
         name,
         bytes: report.bytes,
         secs: elapsed.as_secs_f64(),
@@ -146,6 +252,8 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
         retransmitted_bytes: stats.retransmitted_bytes,
         packets_lost: stats.packets_lost,
         rtt_us: stats.smoothed_rtt.as_micros() as u64,
+        scheduler: scheduler.map(|(name, _)| name),
+        paths,
     };
     if args.json {
         emit(&serde_json::to_string(&summary)?);
@@ -162,6 +270,21 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
             summary.rtt_us,
             summary.packets_lost,
         ));
+        if summary.paths.len() > 1 || summary.scheduler.is_some() {
+            for p in &summary.paths {
+                emit(&format!(
+                    "  path {} {} -> {}{}: {} stream bytes, {} UDP bytes, rtt {} us, {} packets lost",
+                    p.id,
+                    p.local.map(|l| l.ip().to_string()).unwrap_or_else(|| "*".into()),
+                    p.remote,
+                    if p.backup { " (backup)" } else { "" },
+                    p.stream_bytes_sent,
+                    p.bytes_sent,
+                    p.rtt_us,
+                    p.packets_lost,
+                ));
+            }
+        }
     }
     Ok(Outcome::from_ok(summary.ok))
 }

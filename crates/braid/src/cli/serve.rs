@@ -23,8 +23,14 @@ const CLOSE_WAIT: Duration = Duration::from_secs(10);
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// UDP address to listen on, e.g. 127.0.0.1:4433 or [::1]:4433 (port 0 picks one).
+    /// A wildcard address (0.0.0.0:4433, [::]:4433) accepts multipath
+    /// connections whose paths reach any of this host's addresses.
     #[arg(long, value_name = "ADDR")]
     listen: SocketAddr,
+    /// ProgMP scheduler of the data this side sends on multipath
+    /// connections: a shipped one's name (`braid progmp list`) or a .progmp file.
+    #[arg(long, value_name = "NAME_OR_FILE")]
+    scheduler: Option<String>,
     /// Save received files in this existing directory (without it, data is verified and discarded).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -50,6 +56,8 @@ struct Summary {
     sha256: Option<String>,
     saved: Option<PathBuf>,
     error: Option<String>,
+    /// Paths the connection had at the end (1 unless the sender used --path).
+    paths: usize,
 }
 
 impl Summary {
@@ -63,6 +71,9 @@ impl Summary {
             self.gbps,
             if self.ok { "ok" } else { "FAILED" }
         );
+        if self.paths > 1 {
+            s.push_str(&format!(" over {} paths", self.paths));
+        }
         if let Some(p) = &self.saved {
             s.push_str(&format!(", saved to {}", p.display()));
         }
@@ -75,6 +86,7 @@ impl Summary {
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
     super::check_out_dir(&args.out)?;
+    let scheduler = args.scheduler.as_deref().map(super::send::load_scheduler).transpose()?.map(|(_, p)| p);
     let endpoint = Endpoint::bind_with(args.listen, args.transport.endpoint_config(true))
         .with_context(|| format!("--listen {}", args.listen))?;
     let local = endpoint.local_addr();
@@ -101,6 +113,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
             conn = endpoint.accept() => {
                 let Some(conn) = conn else { anyhow::bail!("endpoint closed") };
                 let (tx, out, bars) = (done_tx.clone(), Arc::clone(&out), bars.clone());
+                if let Some(program) = &scheduler {
+                    if let Err(e) = conn.set_scheduler(program.clone()) {
+                        tracing::warn!(error = %e, "cannot set the scheduler of an accepted connection");
+                    }
+                }
                 tokio::spawn(async move {
                     let _ = tx.send(handle(conn, out.as_ref().as_deref(), bars).await);
                 });
@@ -139,6 +156,7 @@ async fn handle(mut conn: Connection, out: Option<&std::path::Path>, bars: Multi
     bar.finish_and_clear();
     bars.remove(&bar);
     let secs = data_done.unwrap_or_else(Instant::now).duration_since(start);
+    let paths = conn.paths().len().max(1);
     let summary = match result {
         Ok(ReceiveReport { offer, bytes, sha256, ok, saved, error }) => Summary {
             peer,
@@ -150,6 +168,7 @@ async fn handle(mut conn: Connection, out: Option<&std::path::Path>, bars: Multi
             sha256: Some(sha256),
             saved,
             error,
+            paths,
         },
         Err(e) => Summary {
             peer,
@@ -161,6 +180,7 @@ async fn handle(mut conn: Connection, out: Option<&std::path::Path>, bars: Multi
             sha256: None,
             saved: None,
             error: Some(e.to_string()),
+            paths,
         },
     };
     // The verdict is queued; let the sender read it and close first.

@@ -86,8 +86,14 @@ impl Server {
     /// Start `braid serve --listen 127.0.0.1:0 --json extra…` and read the
     /// address it picked.
     pub fn start(extra: &[&str]) -> Server {
+        Server::start_on("127.0.0.1:0", extra)
+    }
+
+    /// Start `braid serve --listen LISTEN --json extra…` and read the
+    /// address it picked.
+    pub fn start_on(listen: &str, extra: &[&str]) -> Server {
         let mut child = braid()
-            .args(["serve", "--listen", "127.0.0.1:0", "--json"])
+            .args(["serve", "--listen", listen, "--json"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
