@@ -103,6 +103,25 @@ pub enum Step {
     },
 }
 
+/// Closed-loop request/response flows (the flow-completion-time workload
+/// of `braid bench multipath`): the client writes a request, the server
+/// answers it with a message of `response_bytes`, and `gap` after the
+/// whole response arrived the client writes the next request. Both ends
+/// schedule with the scenario's scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestResponse {
+    /// When the first request is written.
+    pub start: Duration,
+    /// Number of flows.
+    pub flows: u32,
+    /// Size of a request message.
+    pub request_bytes: usize,
+    /// Size of a response message.
+    pub response_bytes: usize,
+    /// Pause between a response's arrival and the next request.
+    pub gap: Duration,
+}
+
 /// A scripted multipath run.
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -120,6 +139,9 @@ pub struct Scenario {
     /// The run ends when every write has arrived and the script is done, or
     /// at this virtual time.
     pub time_limit: Duration,
+    /// Request/response flows run besides the script (their requests are
+    /// writes too, tag 0); `None` by default.
+    pub request_response: Option<RequestResponse>,
 }
 
 /// Setting up a scenario failed.
@@ -178,6 +200,7 @@ impl Scenario {
             cc: CcAlgorithm::Cubic,
             seed: 1,
             time_limit: Duration::from_secs(60),
+            request_response: None,
         })
     }
 
@@ -201,6 +224,20 @@ impl Scenario {
         self
     }
 
+    /// Runs `flows` closed-loop request/response flows from `start`
+    /// (see [`RequestResponse`]).
+    pub fn request_response(
+        &mut self,
+        start: Duration,
+        flows: u32,
+        request_bytes: usize,
+        response_bytes: usize,
+        gap: Duration,
+    ) -> &mut Self {
+        self.request_response = Some(RequestResponse { start, flows, request_bytes, response_bytes, gap });
+        self
+    }
+
     fn validate(&self) -> Result<(), ScenarioError> {
         let invalid = |field, expected| Err(ScenarioError::Invalid { field, expected });
         if self.paths.is_empty() || self.paths.len() > braid_proto::MAX_PATHS || self.paths.len() > 250 {
@@ -221,6 +258,12 @@ impl Scenario {
             };
             if path.is_some_and(|p| p >= self.paths.len()) {
                 return invalid("steps", "path indices of the scenario's paths");
+            }
+        }
+        if let Some(rr) = &self.request_response {
+            let max = TransportConfig::default().max_message_size;
+            if rr.request_bytes as u64 > max || rr.response_bytes as u64 > max {
+                return invalid("request_response", "requests and responses of at most 64 MiB");
             }
         }
         if self.time_limit.is_zero() {
@@ -256,6 +299,9 @@ pub struct Write {
     pub user: i64,
     /// When the server read it whole, if it did.
     pub delivered: Option<Instant>,
+    /// For a request of [`Scenario::request_response`]: when the client
+    /// read the whole response, if it did.
+    pub responded: Option<Instant>,
 }
 
 /// What a scenario run did.
@@ -321,6 +367,12 @@ impl ScenarioReport {
         self.transmissions.iter().filter(move |t| t.ranges.iter().any(|r| r.start < range.end && range.start < r.end))
     }
 
+    /// Completion time of every request/response flow that completed
+    /// (request written to whole response read), in order.
+    pub fn completion_times(&self) -> Vec<Duration> {
+        self.writes.iter().filter_map(|w| w.responded.map(|r| r - w.at)).collect()
+    }
+
     /// The `PRINT` lines alone.
     pub fn print_lines(&self) -> impl Iterator<Item = &str> {
         self.prints.iter().map(|(_, l)| l.as_str())
@@ -347,7 +399,15 @@ fn splitmix64(x: u64) -> u64 {
 
 /// The content of write `index`: bytes the server can check on their own.
 fn content(seed: u64, index: usize, len: usize) -> Bytes {
-    let key = splitmix64(seed ^ splitmix64(index as u64 + 1));
+    content_with_key(splitmix64(seed ^ splitmix64(index as u64 + 1)), len)
+}
+
+/// The content of the response to write `index`.
+fn response_content(seed: u64, index: usize, len: usize) -> Bytes {
+    content_with_key(splitmix64(seed ^ 0x7e57 ^ splitmix64(index as u64 + 1)), len)
+}
+
+fn content_with_key(key: u64, len: usize) -> Bytes {
     Bytes::from((0..len).map(|j| splitmix64(key ^ (j as u64 / 8)).to_le_bytes()[j % 8]).collect::<Vec<u8>>())
 }
 
@@ -363,15 +423,54 @@ struct ClientApp {
     next_offset: u64,
     writes: Vec<Write>,
     error: Option<String>,
+    /// The request/response workload, if any.
+    rr: Option<RequestResponse>,
+    /// Requests written so far.
+    requests: u32,
+    /// When the next request is due.
+    next_request: Option<Instant>,
+    /// Indices (into `writes`) of requests awaiting their response, in order.
+    awaiting: std::collections::VecDeque<usize>,
 }
 
 impl ClientApp {
+    /// Writes the next request if it is due.
+    fn request_if_due(&mut self, endpoint: &mut Endpoint, now: Instant) {
+        let (Some(rr), Some(at)) = (self.rr, self.next_request) else { return };
+        if now < at {
+            return;
+        }
+        self.next_request = None;
+        self.awaiting.push_back(self.writes.len());
+        self.requests += 1;
+        self.write(endpoint, now, rr.request_bytes, 0);
+    }
+
+    /// A response arrived whole.
+    fn on_response(&mut self, now: Instant, message: &[u8]) {
+        let Some(rr) = self.rr else {
+            self.error.get_or_insert_with(|| "the server sent a message unasked".to_string());
+            return;
+        };
+        let Some(index) = self.awaiting.pop_front() else {
+            self.error.get_or_insert_with(|| "a response without a request".to_string());
+            return;
+        };
+        if message != &response_content(self.seed, index, rr.response_bytes)[..] {
+            self.error.get_or_insert_with(|| format!("response to write {index} arrived corrupt"));
+        }
+        self.writes[index].responded = Some(now);
+        if self.requests < rr.flows {
+            self.next_request = Some(now + rr.gap);
+        }
+    }
+
     fn write(&mut self, endpoint: &mut Endpoint, now: Instant, bytes: usize, user: i64) {
         let index = self.writes.len();
         let len = bytes as u64;
         let start = self.next_offset;
         self.next_offset += wire::varint_len(len) as u64 + len;
-        self.writes.push(Write { at: now, range: start..self.next_offset, user, delivered: None });
+        self.writes.push(Write { at: now, range: start..self.next_offset, user, delivered: None, responded: None });
         self.pending.push_back((content(self.seed, index, bytes), user));
         self.flush(endpoint);
     }
@@ -421,6 +520,30 @@ struct ServerApp {
     /// Arrival time of each message read, in order.
     received: Vec<Instant>,
     error: Option<String>,
+    /// Answer every message with a response of this many bytes, scheduled
+    /// by this program.
+    respond: Option<(usize, Arc<Program>)>,
+    /// Responses refused with `Blocked`, in order.
+    pending: std::collections::VecDeque<Bytes>,
+}
+
+impl ServerApp {
+    fn flush(&mut self, endpoint: &mut Endpoint) {
+        let Some(conn) = self.conn else { return };
+        while let Some(m) = self.pending.pop_front() {
+            match endpoint.send_message(conn, m) {
+                Ok(()) => {}
+                Err(braid_proto::SendError::Blocked(m)) => {
+                    self.pending.push_front(m);
+                    return;
+                }
+                Err(e) => {
+                    self.error.get_or_insert_with(|| format!("response failed: {e}"));
+                    return;
+                }
+            }
+        }
+    }
 }
 
 enum Role {
@@ -443,10 +566,23 @@ impl Host {
         while let Some(event) = self.endpoint.poll_event() {
             match (&mut self.role, event) {
                 (Role::Client(c), Event::Writable(_)) => c.flush(&mut self.endpoint),
+                (Role::Client(c), Event::Readable(h)) => {
+                    while let Ok(Some(m)) = self.endpoint.recv_message(h) {
+                        c.on_response(now, &m);
+                    }
+                }
+                (Role::Server(s), Event::Writable(_)) => s.flush(&mut self.endpoint),
                 (Role::Client(c), Event::Closed(_, reason)) => {
                     c.error.get_or_insert_with(|| format!("connection closed: {reason}"));
                 }
-                (Role::Server(s), Event::Accepted(h)) => s.conn = s.conn.or(Some(h)),
+                (Role::Server(s), Event::Accepted(h)) => {
+                    s.conn = s.conn.or(Some(h));
+                    if let Some((_, program)) = &s.respond {
+                        if let Err(e) = self.endpoint.set_scheduler(h, program.clone()) {
+                            s.error.get_or_insert_with(|| format!("server scheduler: {e}"));
+                        }
+                    }
+                }
                 (Role::Server(s), Event::Readable(h)) => {
                     while let Ok(Some(m)) = self.endpoint.recv_message(h) {
                         let index = s.received.len();
@@ -454,12 +590,17 @@ impl Host {
                             s.error = Some(format!("write {index} arrived corrupt"));
                         }
                         s.received.push(now);
+                        if let Some((bytes, _)) = &s.respond {
+                            s.pending.push_back(response_content(s.seed, index, *bytes));
+                        }
                     }
+                    s.flush(&mut self.endpoint);
                 }
                 _ => {}
             }
         }
         if let Role::Client(c) = &mut self.role {
+            c.request_if_due(&mut self.endpoint, now);
             for line in self.endpoint.take_scheduler_prints(c.conn) {
                 c.prints.push((now, line));
             }
@@ -492,7 +633,14 @@ impl Node for Host {
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
+        let app = match &self.role {
+            Role::Client(c) => c.next_request,
+            Role::Server(_) => None,
+        };
+        match (self.endpoint.poll_timeout(), app) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
@@ -548,6 +696,10 @@ pub fn run(s: &Scenario) -> Result<ScenarioReport, ScenarioError> {
         next_offset: 0,
         writes: Vec::new(),
         error: None,
+        rr: s.request_response,
+        requests: 0,
+        next_request: s.request_response.map(|rr| Instant::ZERO + rr.start),
+        awaiting: Default::default(),
     };
     let mut sim = Simulator::new(splitmix64(s.seed ^ 0x5151));
     let client_id = sim.add_node(
@@ -559,7 +711,11 @@ pub fn run(s: &Scenario) -> Result<ScenarioReport, ScenarioError> {
         Host {
             endpoint: server,
             primary: server_addr(0),
-            role: Role::Server(ServerApp { seed: s.seed, ..Default::default() }),
+            role: Role::Server(ServerApp {
+                seed: s.seed,
+                respond: s.request_response.map(|rr| (rr.response_bytes, s.scheduler.clone())),
+                ..Default::default()
+            }),
             buf: Vec::with_capacity(2048),
         },
     )?;
@@ -608,10 +764,13 @@ pub fn run(s: &Scenario) -> Result<ScenarioReport, ScenarioError> {
             }
         }
     }
-    let writes = s.steps.iter().filter(|(_, st)| matches!(st, Step::Write { .. })).count();
+    let flows = s.request_response.map_or(0, |rr| rr.flows as usize);
+    let writes = s.steps.iter().filter(|(_, st)| matches!(st, Step::Write { .. })).count() + flows;
     sim.run_until_condition(deadline, |sim| {
         let Role::Server(server) = &sim.node(server_id).role else { return true };
-        server.received.len() >= writes || server.error.is_some()
+        let Role::Client(client) = &sim.node(client_id).role else { return true };
+        let responded = client.writes.iter().filter(|w| w.responded.is_some()).count();
+        (server.received.len() >= writes && responded >= flows) || server.error.is_some() || client.error.is_some()
     });
 
     let end = sim.now();
@@ -623,9 +782,10 @@ pub fn run(s: &Scenario) -> Result<ScenarioReport, ScenarioError> {
     for (w, at) in writes_out.iter_mut().zip(&server.received) {
         w.delivered = Some(*at);
     }
+    let responded = writes_out.iter().filter(|w| w.responded.is_some()).count();
     let error = app.error.clone().or_else(|| server.error.clone()).or_else(|| {
         (server.received.len() < writes).then(|| format!("{} of {writes} writes arrived by {end:?}", server.received.len()))
-    });
+    }).or_else(|| (responded < flows).then(|| format!("{responded} of {flows} responses arrived by {end:?}")));
     Ok(ScenarioReport {
         ok: error.is_none(),
         transmissions: app.transmissions.clone(),

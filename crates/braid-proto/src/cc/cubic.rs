@@ -15,7 +15,10 @@
 //! - concave and convex regions (§4.4, §4.5): `cwnd += (target − cwnd)/cwnd`
 //!   per acknowledged segment (byte-counted);
 //! - multiplicative decrease (§4.6): `ssthresh = max(FlightSize·β, min_window)`,
-//!   `cwnd = ssthresh`, `cwnd_prior` = the window before;
+//!   `cwnd = ssthresh`, `cwnd_prior` = the window before; an
+//!   application-limited flight keeps at least the restart window
+//!   `min(IW, cwnd)` (RFC 7661 §4.4 and RFC 5681 §4.1, as NewReno's
+//!   [`super::newreno::Window`]);
 //! - fast convergence (§4.7): `W_max = cwnd·(1+β)/2` when the window before
 //!   the reduction is below the previous `W_max`;
 //! - timeout (§4.8): ssthresh and the 1·SMSS loss window as NewReno but with
@@ -231,7 +234,7 @@ impl CongestionController for Cubic {
     }
 
     fn on_sent(&mut self, _now: Instant, _bytes: u64, bytes_in_flight: u64) {
-        self.window.set_flight(bytes_in_flight);
+        self.window.on_sent(bytes_in_flight);
     }
 
     fn on_ack(&mut self, now: Instant, acked: &Acked) {
@@ -269,7 +272,9 @@ impl CongestionController for Cubic {
             });
             // §4.6 multiplicative decrease.
             self.cwnd_prior = cwnd;
-            self.window.reduce_to(flight_size as f64 * self.beta);
+            // An application-limited flight keeps the restart window
+            // (RFC 7661 §4.4, RFC 5681 §4.1; see `Window::reduce_on_loss`).
+            self.window.reduce_on_loss(flight_size as f64 * self.beta);
             self.end_epoch();
         }
         self.window.remove_lost(lost_bytes);

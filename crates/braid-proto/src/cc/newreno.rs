@@ -32,6 +32,20 @@
 //!   `ssthresh` is held on back-to-back timeouts (RFC 5681 §3.1, last
 //!   paragraph) and packets sent before the timeout belong to the recovery
 //!   period (RFC 6582 §4), so their late loss reports do not cut again.
+//! - **Application-limited flights** (RFC 7661 §4.4, RFC 5681 §4.1): when
+//!   the flight never filled the window since the window was last set, the
+//!   loss cuts a window the application never used, and basing the new one
+//!   on the little that was in flight ratchets it down loss after loss (an
+//!   application-limited sender never regrows it: the acknowledgements of
+//!   its bursts do not count, RFC 7661 §4.3). For such a flight the window
+//!   after the reduction is at least the restart window `min(IW, cwnd)` of
+//!   RFC 5681 §4.1, the burst the sender may send after any idle period
+//!   anyway (and any new connection, RFC 6928). `ssthresh` is cut as usual.
+//!   A sender that filled its window (cwnd-limited: it had at some point
+//!   `cwnd − SMSS` or more in flight, or half the window in slow start, as
+//!   Linux's `tcp_is_cwnd_limited`) backs off exactly as above. Short
+//!   request/response flows, which send fewer than IW packets at a time,
+//!   thus keep a window that carries a response in one round trip.
 //! - **Persistent congestion** (RFC 9002 §7.6.2): `cwnd = min_window`.
 //! - **FlightSize** is the last `bytes_in_flight` the connection reported
 //!   (on send and at the end of each ACK frame) minus what was acknowledged
@@ -78,6 +92,13 @@ pub(super) struct Window {
     /// A timeout fired and nothing was acknowledged since: hold ssthresh on
     /// the next timeout (RFC 5681 §3.1).
     timed_out: bool,
+    /// The initial window IW (RFC 5681 §4.1's restart window is
+    /// `min(IW, cwnd)`).
+    initial_window: u64,
+    /// Most bytes in flight right after a send since `cwnd` was last set by
+    /// a reduction (packets sent before it do not show the new window
+    /// used): tells a cwnd-limited sender from an application-limited one.
+    max_flight: u64,
 }
 
 impl Window {
@@ -96,6 +117,8 @@ impl Window {
             in_recovery: false,
             flight: 0,
             timed_out: false,
+            initial_window: initial_window.max(min_window),
+            max_flight: 0,
         }
     }
 
@@ -107,6 +130,22 @@ impl Window {
     /// of an ACK frame, is authoritative.
     pub(super) fn set_flight(&mut self, bytes_in_flight: u64) {
         self.flight = bytes_in_flight;
+    }
+
+    /// A packet was sent and `bytes_in_flight` includes it: the window
+    /// held that much (what [`Window::cwnd_limited`] looks at).
+    pub(super) fn on_sent(&mut self, bytes_in_flight: u64) {
+        self.flight = bytes_in_flight;
+        self.max_flight = self.max_flight.max(bytes_in_flight);
+    }
+
+    /// The sender filled its window since it was last set: it had so much
+    /// in flight that no further packet fit (`cwnd − SMSS` or more), or in
+    /// slow start more than half the window, which slow start doubles each
+    /// round trip (Linux's `tcp_is_cwnd_limited`).
+    pub(super) fn cwnd_limited(&self) -> bool {
+        self.max_flight.saturating_add(self.smss) > self.cwnd
+            || (self.cwnd < self.ssthresh && self.max_flight.saturating_mul(2) > self.cwnd)
     }
 
     /// Book-keeping for one acknowledged packet; returns how many of its
@@ -184,6 +223,17 @@ impl Window {
         self.ssthresh = f64_to_bytes(target).max(self.min_window);
         self.cwnd = self.ssthresh;
         self.ca_bytes_acked = 0;
+        self.max_flight = 0;
+    }
+
+    /// The reduction of a loss-triggered congestion event:
+    /// [`Window::reduce_to`], except that an application-limited sender
+    /// keeps at least the restart window `min(IW, cwnd)` (RFC 5681 §4.1,
+    /// RFC 7661 §4.4; see the module docs).
+    pub(super) fn reduce_on_loss(&mut self, target: f64) {
+        let floor = if self.cwnd_limited() { 0 } else { self.initial_window.min(self.cwnd) };
+        self.reduce_to(target);
+        self.cwnd = self.cwnd.max(floor);
     }
 
     /// Packets declared lost no longer count in flight.
@@ -195,6 +245,7 @@ impl Window {
     /// window and end the recovery period, so growth restarts at once.
     pub(super) fn persistent_congestion(&mut self) {
         self.cwnd = self.min_window;
+        self.max_flight = 0;
         self.ca_bytes_acked = 0;
         self.recovery_start = None;
         self.in_recovery = false;
@@ -211,6 +262,7 @@ impl Window {
         }
         self.timed_out = true;
         self.cwnd = self.smss;
+        self.max_flight = 0;
         self.ca_bytes_acked = 0;
         self.recovery_start = Some(now);
         self.in_recovery = true;
@@ -304,7 +356,7 @@ impl CongestionController for NewReno {
     }
 
     fn on_sent(&mut self, _now: Instant, _bytes: u64, bytes_in_flight: u64) {
-        self.window.set_flight(bytes_in_flight);
+        self.window.on_sent(bytes_in_flight);
     }
 
     fn on_ack(&mut self, _now: Instant, acked: &Acked) {
@@ -325,7 +377,7 @@ impl CongestionController for NewReno {
         persistent: bool,
     ) {
         if let Some(flight_size) = self.window.begin_recovery(now, lost_sent_time) {
-            self.window.reduce_to(flight_size as f64 * self.beta);
+            self.window.reduce_on_loss(flight_size as f64 * self.beta);
         }
         self.window.remove_lost(lost_bytes);
         if persistent {
@@ -640,28 +692,70 @@ mod tests {
     #[test]
     fn loss_sets_ssthresh_to_half_the_flight_size() {
         let mut cc = NewReno::new(SMSS, 100 * SMSS);
-        // Only 30 packets in flight: RFC 5681 eq. 4 uses FlightSize, not cwnd.
-        send(&mut cc, t(0), 30);
+        // Only 60 packets in flight (more than half the window: in slow
+        // start that is cwnd-limited): RFC 5681 eq. 4 uses FlightSize, not
+        // cwnd.
+        send(&mut cc, t(0), 60);
         cc.on_congestion_event(t(10), t(0), SMSS, false);
-        assert_eq!(cc.ssthresh(), 15 * SMSS);
-        assert_eq!(cc.window(), 15 * SMSS);
+        assert_eq!(cc.ssthresh(), 30 * SMSS);
+        assert_eq!(cc.window(), 30 * SMSS);
         assert!(cc.in_recovery());
 
         // Tiny flight: the floor is 2·SMSS.
-        let mut cc = NewReno::new(SMSS, 100 * SMSS);
+        let mut cc = NewReno::new(SMSS, 2 * SMSS);
         send(&mut cc, t(0), 1);
         cc.on_congestion_event(t(10), t(0), SMSS, false);
         assert_eq!(cc.window(), 2 * SMSS);
         assert_eq!(cc.ssthresh(), 2 * SMSS);
     }
 
+    /// RFC 7661 §4.4 / RFC 5681 §4.1: a loss in an application-limited
+    /// flight (the window never filled) cuts ssthresh by FlightSize as
+    /// usual but leaves the window at least at the restart window
+    /// `min(IW, cwnd)`; a cwnd-limited flight backs off as before.
+    #[test]
+    fn app_limited_flight_keeps_the_restart_window() {
+        // Slow start to 40 packets, then a loss with only 3 in flight.
+        let mut cc = NewReno::new(SMSS, 10 * SMSS);
+        let now = round(&mut cc, t(0), ms(50), false);
+        let now = round(&mut cc, now, ms(50), false);
+        assert_eq!(cc.window(), 40 * SMSS);
+        // The rounds filled the window, so start a fresh observation: a
+        // reduction resets it. Reduce once with a full flight...
+        send(&mut cc, now, 40);
+        cc.on_congestion_event(now + ms(10), now, SMSS, false);
+        assert_eq!(cc.window(), 20 * SMSS, "cwnd-limited: FlightSize/2");
+        // ...acknowledge everything, then lose one of a 3-packet burst.
+        cc.on_ack_end(now + ms(60), 0);
+        let later = now + ms(100);
+        send(&mut cc, later, 3);
+        cc.on_congestion_event(later + ms(60), later, SMSS, false);
+        assert_eq!(cc.ssthresh(), 2 * SMSS, "ssthresh still from FlightSize");
+        assert_eq!(cc.window(), 10 * SMSS, "the window keeps min(IW, cwnd)");
+        // Again: the window below IW is not cut any further by an
+        // application-limited loss, and not raised either.
+        let mut small = NewReno::new(SMSS, 10 * SMSS);
+        send(&mut small, t(0), 10);
+        small.on_congestion_event(t(10), t(0), SMSS, false);
+        assert_eq!(small.window(), 5 * SMSS);
+        small.on_ack_end(t(60), 0);
+        send(&mut small, t(100), 2);
+        small.on_congestion_event(t(160), t(100), SMSS, false);
+        assert_eq!(small.window(), 5 * SMSS);
+        // A flight that filled the window (one SMSS short at most) halves.
+        small.on_ack_end(t(200), 0);
+        send(&mut small, t(300), 5);
+        small.on_congestion_event(t(360), t(300), SMSS, false);
+        assert_eq!(small.window(), 2 * SMSS + SMSS / 2);
+    }
+
     #[test]
     fn beta_parameter_sets_the_reduction() {
         let mut cc = NewReno::new(SMSS, 100 * SMSS);
         cc.set_parameter("beta", 0.8).unwrap();
-        send(&mut cc, t(0), 50);
+        send(&mut cc, t(0), 60);
         cc.on_congestion_event(t(10), t(0), SMSS, false);
-        assert_eq!(cc.window(), 40 * SMSS);
+        assert_eq!(cc.window(), 48 * SMSS);
     }
 
     /// RFC 6582 §3.2 step 4: several losses in one round trip reduce once;
