@@ -49,5 +49,5 @@ mod topology;
 pub use error::EmuError;
 pub use forwarder::{ForwarderStats, PathStats, Stats};
 pub use layout::{HostLayout, Layout, PathLayout};
-pub use testbed::{check_capabilities, Testbed, TestbedBuilder};
+pub use testbed::{check_capabilities, iface_mtu, Testbed, TestbedBuilder};
 pub use topology::{check_name, PathDef, Topology, IF_PREFIX, MAX_PATHS, NETNS_PREFIX};

@@ -215,8 +215,10 @@ fn base36(mut n: u64) -> String {
 }
 
 /// The interface MTU of a path: the spec's `mtu` when it is a usable
-/// interface MTU (so the hosts' stacks respect it), else 1500.
-fn iface_mtu(spec: &LinkSpec) -> u32 {
+/// interface MTU (so the hosts' stacks respect it), else 1500. Programs
+/// on a testbed may size their datagrams from it, as path-MTU discovery
+/// would.
+pub fn iface_mtu(spec: &LinkSpec) -> u32 {
     let m = [Direction::AToB, Direction::BToA]
         .into_iter()
         .filter_map(|d| spec.params(d).mtu)

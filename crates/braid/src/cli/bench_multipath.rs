@@ -64,6 +64,11 @@ pub struct BenchMultipathArgs {
     /// Skip the flow-completion-time part.
     #[arg(long, conflicts_with = "no_goodput")]
     no_fct: bool,
+    /// Braid's largest UDP payload, bytes (default: the smallest path MTU
+    /// minus 28 bytes of IPv4 and UDP headers, what path-MTU discovery
+    /// finds; kernel TCP and MPTCP size their segments from the MTU too).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(1200..=65527))]
+    mtu: Option<u16>,
     /// Seed of the emulated links' random choices (loss).
     #[arg(long, value_name = "S", default_value_t = 1)]
     seed: u64,
@@ -123,6 +128,8 @@ struct FctRow {
 struct Report {
     paths: Vec<String>,
     scheduler: String,
+    /// Braid's largest UDP payload in these runs.
+    max_datagram_size: u16,
     goodput: Vec<GoodputRow>,
     fct_paths: Vec<String>,
     fct_bytes: u64,
@@ -205,6 +212,10 @@ pub async fn run(args: BenchMultipathArgs) -> anyhow::Result<Outcome> {
     let fct_bytes = usize::try_from(args.fct.0).ok().filter(|&n| (1..=(64 << 20)).contains(&n)).ok_or_else(|| {
         anyhow::anyhow!("--fct {}: expected a response size from 1 byte to 64 MiB, e.g. 10KB", args.fct.0)
     })?;
+    let datagram = args.mtu.unwrap_or_else(|| {
+        let mtu = paths.iter().chain(&fct_paths).map(braid_emu::iface_mtu).min().unwrap_or(1500);
+        u16::try_from(mtu.saturating_sub(28)).unwrap_or(u16::MAX).max(1200)
+    });
     let steps = if args.no_goodput { 0 } else { 3 } + fct_schedulers.len() as u64;
     let bar = progress(steps, args.json);
     let (warmup, secs, seed) = (args.warmup, args.secs, args.seed);
@@ -217,11 +228,11 @@ pub async fn run(args: BenchMultipathArgs) -> anyhow::Result<Outcome> {
     let (goodput, fct) = tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<GoodputRow>, Vec<FctRow>)> {
         let mut goodput = Vec::new();
         if !no_goodput {
-            goodput = goodput_part(&paths_c, seed, &name_c, scheduler, warmup, secs, &bar_c)?;
+            goodput = goodput_part(&paths_c, seed, &name_c, scheduler, datagram, warmup, secs, &bar_c)?;
         }
         let mut fct = Vec::new();
         if !fct_schedulers.is_empty() {
-            fct = fct_part(&fct_paths_c, seed, &fct_schedulers, fct_bytes, flows, gap, &bar_c)?;
+            fct = fct_part(&fct_paths_c, seed, &fct_schedulers, datagram, fct_bytes, flows, gap, &bar_c)?;
         }
         Ok((goodput, fct))
     })
@@ -237,6 +248,7 @@ pub async fn run(args: BenchMultipathArgs) -> anyhow::Result<Outcome> {
     let report = Report {
         paths: paths.iter().map(|p| p.to_string()).collect(),
         scheduler: scheduler_name,
+        max_datagram_size: datagram,
         goodput,
         fct_paths: fct_paths.iter().map(|p| p.to_string()).collect(),
         fct_bytes: fct_bytes as u64,
@@ -258,6 +270,7 @@ fn goodput_part(
     seed: u64,
     name: &str,
     scheduler: Arc<Program>,
+    datagram: u16,
     warmup: Duration,
     secs: Duration,
     bar: &indicatif::ProgressBar,
@@ -267,7 +280,7 @@ fn goodput_part(
 
     bar.set_message(format!("braid {name}"));
     let before = tb.stats()?;
-    let b = braid_runs::bulk(&tb, scheduler, warmup, secs).context("Braid goodput run")?;
+    let b = braid_runs::bulk(&tb, scheduler, datagram, warmup, secs).context("Braid goodput run")?;
     let wire = wire_bytes(&before, &tb.stats()?);
     rows.push(GoodputRow {
         variant: format!("braid:{name}"),
@@ -319,6 +332,7 @@ fn fct_part(
     paths: &[LinkSpec],
     seed: u64,
     schedulers: &[(String, Arc<Program>)],
+    datagram: u16,
     response: usize,
     flows: usize,
     gap: Duration,
@@ -329,7 +343,7 @@ fn fct_part(
     for (name, program) in schedulers {
         bar.set_message(format!("FCT {name}"));
         let before = tb.stats()?;
-        let r = braid_runs::fct(&tb, program.clone(), response, flows, gap).with_context(|| format!("FCT run of {name}"))?;
+        let r = braid_runs::fct(&tb, program.clone(), datagram, response, flows, gap).with_context(|| format!("FCT run of {name}"))?;
         let wire = wire_bytes(&before, &tb.stats()?);
         let q = |x: f64| ms(braid_emu::bench::quantile(&r.fcts, x));
         let mean = r.fcts.iter().map(|d| ms(*d)).sum::<f64>() / r.fcts.len().max(1) as f64;

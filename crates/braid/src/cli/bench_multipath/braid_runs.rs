@@ -27,6 +27,13 @@ const REQUEST_BYTES: usize = 64;
 /// Longest a run may take beyond its planned length.
 const SLACK: Duration = Duration::from_secs(30);
 
+/// An endpoint whose datagrams are `datagram` bytes of UDP payload.
+fn endpoint_config(datagram: u16, accept_incoming: bool) -> EndpointConfig {
+    let mut config = EndpointConfig { accept_incoming, ..Default::default() };
+    config.transport.max_datagram_size = datagram;
+    config
+}
+
 /// The (local, remote) pairs of every testbed path, to `port` on host b.
 fn path_pairs(tb: &Testbed, port: u16) -> Vec<(IpAddr, SocketAddr)> {
     tb.layout()
@@ -58,7 +65,7 @@ async fn all_paths_validated(conn: &Connection, n: usize) -> anyhow::Result<()> 
 
 /// Start a server thread on host b; returns its port and join handle. The
 /// closure serves the one accepted connection.
-fn serve<T, F, Fut>(tb: &Testbed, program: Arc<Program>, f: F) -> anyhow::Result<(u16, std::thread::JoinHandle<anyhow::Result<T>>)>
+fn serve<T, F, Fut>(tb: &Testbed, program: Arc<Program>, datagram: u16, f: F) -> anyhow::Result<(u16, std::thread::JoinHandle<anyhow::Result<T>>)>
 where
     T: Send + 'static,
     F: FnOnce(Connection) -> Fut + Send + 'static,
@@ -69,7 +76,7 @@ where
     let handle = tb.in_host(&b, move || -> anyhow::Result<T> {
         let rt = runtime()?;
         rt.block_on(async move {
-            let server = Endpoint::bind("0.0.0.0:0".parse().expect("literal"))?;
+            let server = Endpoint::bind_with("0.0.0.0:0".parse().expect("literal"), endpoint_config(datagram, true))?;
             let _ = tx.send(server.local_addr().port());
             let conn = tokio::time::timeout(Duration::from_secs(10), server.accept())
                 .await
@@ -87,7 +94,7 @@ where
 
 /// Start the client thread on host a: connect over every path, pick the
 /// scheduler, wait for the paths, run `f`.
-fn client<T, F, Fut>(tb: &Testbed, port: u16, program: Arc<Program>, f: F) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<T>>>
+fn client<T, F, Fut>(tb: &Testbed, port: u16, program: Arc<Program>, datagram: u16, f: F) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<T>>>
 where
     T: Send + 'static,
     F: FnOnce(Connection) -> Fut + Send + 'static,
@@ -98,8 +105,7 @@ where
     Ok(tb.in_host(&a, move || -> anyhow::Result<T> {
         let rt = runtime()?;
         rt.block_on(async move {
-            let config = EndpointConfig { accept_incoming: false, ..Default::default() };
-            let ep = Endpoint::bind_with("0.0.0.0:0".parse().expect("literal"), config)?;
+            let ep = Endpoint::bind_with("0.0.0.0:0".parse().expect("literal"), endpoint_config(datagram, false))?;
             let conn = tokio::time::timeout(Duration::from_secs(10), ep.connect_multipath(&pairs))
                 .await
                 .map_err(|_| anyhow!("connecting timed out"))??;
@@ -131,11 +137,11 @@ pub struct BulkRun {
 
 /// Goodput of one Braid multipath connection scheduled by `program`, host
 /// a to host b, counted at the receiver over `measure` after `warmup`.
-pub fn bulk(tb: &Testbed, program: Arc<Program>, warmup: Duration, measure: Duration) -> anyhow::Result<BulkRun> {
+pub fn bulk(tb: &Testbed, program: Arc<Program>, datagram: u16, warmup: Duration, measure: Duration) -> anyhow::Result<BulkRun> {
     let stop = Arc::new(AtomicBool::new(false));
     let delivered = Arc::new(AtomicU64::new(0));
     let limit = warmup + measure + SLACK;
-    let (port, server) = serve(tb, program.clone(), {
+    let (port, server) = serve(tb, program.clone(), datagram, {
         let (stop, delivered) = (stop.clone(), delivered.clone());
         move |conn| async move {
             let start = Instant::now();
@@ -160,7 +166,7 @@ pub fn bulk(tb: &Testbed, program: Arc<Program>, warmup: Duration, measure: Dura
             Ok(counted as f64 * 8.0 / measure.as_secs_f64())
         }
     })?;
-    let sender = client(tb, port, program, {
+    let sender = client(tb, port, program, datagram, {
         let stop = stop.clone();
         move |conn| async move {
             let payload = Bytes::from(vec![0x5au8; BULK_MESSAGE]);
@@ -196,12 +202,13 @@ pub struct FctRun {
 pub fn fct(
     tb: &Testbed,
     program: Arc<Program>,
+    datagram: u16,
     response: usize,
     flows: usize,
     gap: Duration,
 ) -> anyhow::Result<FctRun> {
     let limit = (gap + Duration::from_secs(1)) * flows as u32 + SLACK;
-    let (port, server) = serve(tb, program.clone(), move |conn| async move {
+    let (port, server) = serve(tb, program.clone(), datagram, move |conn| async move {
         let body = Bytes::from(vec![0xa5u8; response]);
         let mut served = 0u64;
         let work = async {
@@ -215,7 +222,7 @@ pub fn fct(
         tokio::time::timeout(limit, work).await.map_err(|_| anyhow!("FCT server timed out"))??;
         Ok(served)
     })?;
-    let requester = client(tb, port, program, move |conn| async move {
+    let requester = client(tb, port, program, datagram, move |conn| async move {
         let request = Bytes::from(vec![0x11u8; REQUEST_BYTES]);
         let mut fcts = Vec::with_capacity(flows);
         let work = async {
