@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 
 use braid_core::Instant;
 use braid_exon::clock::{ClockStore, ClockStoreError, FileClockStore, MemClockStore};
-use braid_exon::{Event, ExonNode, MessageId, NodeConfig, NodeId, SendError};
+use braid_exon::{Event, ExonNode, MessageId, NodeConfig, NodeId, NodeStats, SendError};
 use bytes::Bytes;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
@@ -86,6 +86,10 @@ pub enum Error {
     Closed,
 }
 
+/// Most datagrams (or commands) taken in before the node is polled for
+/// output: bounds the time a busy socket keeps the driver from sending.
+const BATCH: usize = 64;
+
 /// Where the driver answers a send.
 type Reply = oneshot::Sender<Result<MessageId, SendError>>;
 
@@ -106,6 +110,7 @@ pub struct ExonSocket {
     commands: mpsc::UnboundedSender<Command>,
     received: tokio::sync::Mutex<mpsc::UnboundedReceiver<(NodeId, Bytes)>>,
     outcomes: tokio::sync::Mutex<mpsc::UnboundedReceiver<(MessageId, Outcome)>>,
+    stats: Arc<Mutex<NodeStats>>,
     driver: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -126,7 +131,9 @@ impl ExonSocket {
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (received_tx, received) = mpsc::unbounded_channel();
         let (outcome_tx, outcomes) = mpsc::unbounded_channel();
+        let stats = Arc::new(Mutex::new(NodeStats::default()));
         let driver = Driver {
+            stats: stats.clone(),
             node: ExonNode::new(cfg.node, id, clock),
             socket,
             epoch: tokio::time::Instant::now(),
@@ -143,6 +150,7 @@ impl ExonSocket {
             commands,
             received: tokio::sync::Mutex::new(received),
             outcomes: tokio::sync::Mutex::new(outcomes),
+            stats,
             driver: Mutex::new(Some(task)),
         })
     }
@@ -185,6 +193,12 @@ impl ExonSocket {
         self.outcomes.lock().await.recv().await
     }
 
+    /// The node's counters (datagrams, retransmissions, malformed input),
+    /// as of the driver's latest step.
+    pub fn stats(&self) -> NodeStats {
+        self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+
     /// Stops the driver (unacknowledged messages are abandoned) and waits
     /// for it.
     pub async fn close(&self) {
@@ -212,6 +226,8 @@ struct Driver {
     outcomes: mpsc::UnboundedSender<(MessageId, Outcome)>,
     /// Sends waiting for room in their peer's window, in order.
     parked: VecDeque<(NodeId, Bytes, Reply)>,
+    /// Where [`ExonSocket::stats`] reads the counters.
+    stats: Arc<Mutex<NodeStats>>,
 }
 
 impl Driver {
@@ -288,6 +304,9 @@ impl Driver {
         if freed && !self.parked.is_empty() {
             self.retry_parked();
         }
+        if let Ok(mut s) = self.stats.lock() {
+            *s = *self.node.stats();
+        }
     }
 
     async fn run(mut self) {
@@ -320,12 +339,41 @@ impl Driver {
                         let now = self.now();
                         self.node.handle_datagram(now, src, Bytes::copy_from_slice(&rbuf[..n]));
                     }
+                    // Take in whatever else has arrived before answering:
+                    // under load one datagram of acknowledgements then
+                    // answers many tokens (fewer datagrams, fewer syscalls),
+                    // and when idle nothing waits.
+                    for _ in 0..BATCH {
+                        match self.socket.try_recv_from(&mut rbuf) {
+                            Ok((n, src)) => {
+                                let now = self.now();
+                                self.node.handle_datagram(now, src, Bytes::copy_from_slice(&rbuf[..n]));
+                            }
+                            Err(_) => break,
+                        }
+                    }
                 }
-                cmd = self.commands.recv() => match cmd {
-                    Some(Command::Send { peer, data, reply }) => self.try_send(peer, data, reply),
-                    Some(Command::AddPeer(peer, addr)) => self.node.add_peer(peer, addr),
-                    Some(Command::Close) | None => return,
-                },
+                cmd = self.commands.recv() => {
+                    // Likewise for sends: queued ones go in together, so
+                    // small messages share datagrams.
+                    let mut next = cmd;
+                    let mut taken = 0;
+                    loop {
+                        match next {
+                            Some(Command::Send { peer, data, reply }) => self.try_send(peer, data, reply),
+                            Some(Command::AddPeer(peer, addr)) => self.node.add_peer(peer, addr),
+                            Some(Command::Close) | None => return,
+                        }
+                        taken += 1;
+                        if taken == BATCH {
+                            break;
+                        }
+                        match self.commands.try_recv() {
+                            Ok(c) => next = Some(c),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 Some(r) = persisted_rx.recv() => {
                     persisting = false;
                     match r {

@@ -34,7 +34,9 @@
 //! slot, and are delivered whole when the last fragment arrives; the
 //! retransmission timeout comes from the measured RTT (RFC 6298 formulas);
 //! congestion control goes through `braid_proto`'s trait, BBR-style by
-//! default, so random loss is not read as congestion; peers are logical
+//! default, so random loss is not read as congestion, while loss that
+//! comes with a standing queue caps the window ([`guard`]) so loss-based
+//! flows sharing a bottleneck keep their share; peers are logical
 //! [`NodeId`]s, their address is wherever their last datagram came from.
 //!
 //! # Changes to Algorithm 1, and why
@@ -125,6 +127,7 @@
 //! new REQSLOTS are refused and their senders retry later.
 
 pub mod clock;
+pub mod guard;
 mod machine;
 mod node;
 pub mod wire;

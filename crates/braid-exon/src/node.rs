@@ -19,6 +19,7 @@ use braid_core::Instant;
 use braid_proto::cc::{Acked, Bbr, CcAlgorithm, CongestionController, RttEstimate};
 use bytes::Bytes;
 
+use crate::guard::QueueLossGuard;
 use crate::machine::{Event, Feedback, Machine, MachineConfig, SendError};
 use crate::wire::{self, Datagram, Frame, HEADER_LEN, TOKEN_OVERHEAD_MAX};
 use crate::{MessageId, NodeId};
@@ -63,6 +64,10 @@ pub struct NodeConfig {
     pub max_datagram_size: usize,
     /// Congestion control.
     pub cc: ExonCc,
+    /// With [`ExonCc::Bbr`]: cap the window when loss comes with a standing
+    /// queue, so that loss-based flows sharing the bottleneck are not
+    /// starved (see [`guard`](crate::guard)); random loss is unaffected.
+    pub queue_loss_guard: bool,
     /// Initial congestion window, in datagrams.
     pub initial_window_packets: u64,
     /// RTT assumed before the first sample (RFC 6298 (2.1) uses 1 s; Exon
@@ -90,6 +95,7 @@ impl Default for NodeConfig {
             machine: MachineConfig::default(),
             max_datagram_size: 1_400,
             cc: ExonCc::default(),
+            queue_loss_guard: true,
             initial_window_packets: 32,
             initial_rtt: Duration::from_millis(100),
             min_rto: Duration::from_millis(10),
@@ -223,6 +229,8 @@ struct Path {
     addr: Option<SocketAddr>,
     rtt: Rtt,
     cc: Box<dyn CongestionController>,
+    /// Window cap on loss with a standing queue (BBR only).
+    guard: Option<QueueLossGuard>,
     /// Transmissions by number, i.e. in send order.
     in_flight: BTreeMap<u64, Tx>,
     bytes_in_flight: u64,
@@ -331,6 +339,7 @@ impl ExonNode {
                 addr: None,
                 rtt: Rtt::new(cfg.initial_rtt),
                 cc: cfg.cc.build(mss, cfg.initial_window_packets * mss),
+                guard: (cfg.queue_loss_guard && cfg.cc == ExonCc::Bbr).then(|| QueueLossGuard::new(mss)),
                 in_flight: BTreeMap::new(),
                 bytes_in_flight: 0,
                 rack_sent: None,
@@ -451,6 +460,12 @@ impl ExonNode {
                     if t.first {
                         // Karn: only first transmissions give samples.
                         p.rtt.sample(now - t.sent_at);
+                        if let Some(g) = p.guard.as_mut() {
+                            g.on_rtt(now, now - t.sent_at);
+                        }
+                    }
+                    if let Some(g) = p.guard.as_mut() {
+                        g.on_ack(now, t.sent_at, p.cc.window());
                     }
                     p.rtt.backoff = 0;
                     p.rack_sent = Some(p.rack_sent.map_or(t.sent_at, |r| r.max(t.sent_at)));
@@ -528,6 +543,9 @@ impl ExonNode {
         }
         if lost_bytes > 0 {
             p.cc.on_congestion_event(now, newest, lost_bytes, false);
+            if let Some(g) = p.guard.as_mut() {
+                g.on_loss(lost_bytes, newest);
+            }
         }
     }
 
@@ -579,7 +597,11 @@ impl ExonNode {
         let Some(p) = self.paths.get_mut(&peer) else {
             return false;
         };
-        if p.bytes_in_flight + bytes > p.cc.window() {
+        let window = match &p.guard {
+            Some(g) => g.limit(p.cc.window()),
+            None => p.cc.window(),
+        };
+        if p.bytes_in_flight + bytes > window {
             p.pace_at = None; // an acknowledgement, not a timer, opens the window
             return false;
         }
@@ -651,6 +673,9 @@ impl ExonNode {
                 },
             );
             p.cc.on_sent(now, bytes, p.bytes_in_flight);
+            if let Some(g) = p.guard.as_mut() {
+                g.on_sent(p.bytes_in_flight);
+            }
         }
         if buf.len() == HEADER_LEN {
             return None;

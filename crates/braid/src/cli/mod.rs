@@ -2,6 +2,7 @@
 //! value parsers whose errors name the allowed form, and dispatch.
 
 mod bench;
+mod bench_exon;
 mod bench_multipath;
 mod demo;
 mod emu;
@@ -71,6 +72,8 @@ enum SimCommand {
 enum BenchCommand {
     /// Bulk throughput (or, with --messages, message rate), Braid vs TCP vs quinn.
     Stream(bench::StreamArgs),
+    /// Exon exactly-once messaging vs kernel TCP over the emulator (one-way or RPC), with end-to-end checking.
+    Exon(bench_exon::BenchExonArgs),
     /// Braid multipath (ProgMP schedulers) vs kernel MPTCP over two emulated paths.
     Multipath(bench_multipath::BenchMultipathArgs),
 }
@@ -169,6 +172,7 @@ pub fn main() -> ExitCode {
             Command::Sim(SimCommand::Transfer(a)) => sim::run(a).await,
             Command::Sim(SimCommand::Priority(a)) => sim_priority::run(a).await,
             Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
+            Command::Bench(BenchCommand::Exon(a)) => bench_exon::run(a).await,
             Command::Bench(BenchCommand::Multipath(a)) => bench_multipath::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Emu(c) => emu::run(c).await,
