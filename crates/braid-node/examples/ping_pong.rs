@@ -1,5 +1,5 @@
 //! Ping-pong between two nodes on loopback, over each transport:
-//! `cargo run -p braid-node --example ping_pong [udp|tcp|braid] [count]`.
+//! `cargo run -p braid-node --example ping_pong [udp|tcp|braid|exon] [count]`.
 
 use std::time::{Duration, Instant};
 
@@ -23,11 +23,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let transports: Vec<Transport> = match args.first() {
         Some(t) => vec![t.parse()?],
-        None => vec![Transport::Udp, Transport::Tcp, Transport::Braid],
+        None => vec![Transport::Udp, Transport::Tcp, Transport::Braid, Transport::Exon],
     };
     let count: u32 = args.get(1).map(|c| c.parse()).transpose()?.unwrap_or(1000);
-    let pinger: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, NodeConfig::default()).await?;
-    let ponger: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, NodeConfig::default()).await?;
+    // Every transport, Exon included (it is not on by default).
+    let config = NodeConfig { transports: vec![Transport::Udp, Transport::Tcp, Transport::Braid, Transport::Exon], ..Default::default() };
+    let pinger: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, config.clone()).await?;
+    let ponger: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, config).await?;
 
     // The ponger answers every ping over the transport it came by.
     let echo = ponger.clone();

@@ -19,6 +19,10 @@ impl Link for BraidLink {
     fn acked(&self) -> Option<u64> {
         Some(self.conn.stats().stream_bytes_acked)
     }
+    fn ack_probe(&self) -> Option<crate::channel::AckProbe> {
+        let conn = self.conn.clone();
+        Some(Box::new(move || Some(conn.stats().stream_bytes_acked)))
+    }
     fn cost(&self, len: usize) -> u64 {
         // Braid's stream offsets count each message's varint length
         // prefix too.

@@ -4,7 +4,7 @@
 //!
 //! One task per channel owns the connection and a FIFO queue, which gives
 //! FIFO order per destination. Every transport with channels (TCP and
-//! Braid now, Exon later) plugs in through [`Link`]; the table, the
+//! Braid; Exon has none) plugs in through [`Link`]; the table, the
 //! queueing, idle closing and notifications are shared.
 //!
 //! The idle close must not race with a sender: senders register a pending
@@ -39,13 +39,46 @@ pub(crate) trait Link: Send + 'static {
     /// backpressure).
     fn send(&mut self, frame: &crate::wire::Encoded) -> impl Future<Output = Result<(), String>> + Send;
     /// Cumulative transport bytes the peer acknowledged, when the
-    /// transport can know (Braid); `None` otherwise.
+    /// transport can know (Braid; TCP on Linux, from `TCP_INFO`); `None`
+    /// otherwise.
     fn acked(&self) -> Option<u64>;
+    /// A handle that reads [`Link::acked`] without borrowing the link, so
+    /// acknowledgements keep being reported while a send waits for
+    /// backpressure to ease; `None` when the transport cannot know.
+    fn ack_probe(&self) -> Option<AckProbe>;
     /// Transport bytes one frame of `len` bytes adds to the count of
     /// [`Link::acked`].
     fn cost(&self, len: usize) -> u64;
     /// Close gracefully; true if everything sent was acknowledged.
     fn close(self) -> impl Future<Output = bool> + Send;
+}
+
+/// Reads the cumulative acknowledged byte count of a link.
+pub(crate) type AckProbe = Box<dyn Fn() -> Option<u64> + Send + Sync>;
+
+/// Send `frame` on `link`, releasing notifications of acknowledged
+/// messages meanwhile (a send can wait long on a congested or stalled
+/// connection, while earlier messages are being acknowledged).
+async fn send_polling<L: Link>(
+    link: &mut L,
+    probe: &Option<AckProbe>,
+    frame: &crate::wire::Encoded,
+    awaiting: &mut Awaiting,
+    poll: &mut tokio::time::Interval,
+) -> Result<(), String> {
+    let send = link.send(frame);
+    tokio::pin!(send);
+    loop {
+        tokio::select! {
+            biased;
+            r = &mut send => return r,
+            _ = poll.tick(), if probe.is_some() && !awaiting.0.is_empty() => {
+                if let Some(a) = probe.as_ref().and_then(|p| p()) {
+                    awaiting.release(a);
+                }
+            }
+        }
+    }
 }
 
 /// A message on its way through a channel.
@@ -200,7 +233,7 @@ impl Awaiting {
 }
 
 /// How often acknowledgements are polled while notifications wait for
-/// them (Braid's counters have no change notification).
+/// them (neither Braid's counters nor `TCP_INFO` notify changes).
 const ACK_POLL: Duration = Duration::from_millis(2);
 
 async fn run<L: Link, F>(
@@ -238,6 +271,7 @@ async fn run<L: Link, F>(
     let mut idle_deadline = Instant::now() + env.idle_timeout;
     let mut poll = tokio::time::interval(ACK_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let probe = link.ack_probe();
     loop {
         tokio::select! {
             biased;
@@ -249,7 +283,7 @@ async fn run<L: Link, F>(
                 let Some(mut out) = m else { break };
                 pending.fetch_sub(1, Ordering::AcqRel);
                 let len = out.frame.frame_len();
-                match link.send(&out.frame).await {
+                match send_polling(&mut link, &probe, &out.frame, &mut awaiting, &mut poll).await {
                     Ok(()) => {
                         if let Some(tc) = tc {
                             tc.on_sent(len);

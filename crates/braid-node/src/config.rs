@@ -27,8 +27,9 @@ pub struct UdpLoss {
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     /// Transports to listen on and send with; each at
-    /// `base port + Transport::port_offset()`. `Exon` and `Data` are
-    /// refused (see [`Transport`]). Default: UDP, TCP, Braid.
+    /// `base port + Transport::port_offset()` (Exon at base + 2). `Data`
+    /// is refused: it is a pseudo-transport (see [`Transport`]). Default:
+    /// UDP, TCP, Braid (add `Exon` to run it too).
     pub transports: Vec<Transport>,
     /// A TCP or Braid channel this node opened is closed after this long
     /// without a message to send. Default 60 s (channels are kept long:
@@ -47,12 +48,26 @@ pub struct NodeConfig {
     pub udp_max_datagram: usize,
     /// Largest framed message accepted over TCP. Default 64 MiB.
     pub max_frame_size: usize,
+    /// `TCP_NOTSENT_LOWAT` of the connections this node opens (Linux):
+    /// bytes written but not yet sent that the kernel holds before the
+    /// channel must wait. Keeps the queue of a busy TCP channel in the
+    /// node, where FIFO order, notifications and the DATA interceptor see
+    /// it, instead of in a send buffer that autotuning grows to several
+    /// BDPs (a small message written behind such a buffer waits for all
+    /// of it: the paper's Fig. 8). Data in flight is not limited by it.
+    /// `None` leaves the kernel's default (unlimited). Default 512 KiB.
+    pub tcp_notsent_lowat: Option<u32>,
     /// Braid's endpoint configuration. Default: Braid's, with a 5 s
     /// keep-alive so a channel outlives Braid's own idle timeout as long
     /// as the node keeps it.
     pub braid: braid_net::EndpointConfig,
     /// Drop outgoing UDP datagrams on purpose (testing). Default none.
     pub udp_loss: Option<UdpLoss>,
+    /// Exon's socket configuration (protocol limits, congestion control,
+    /// where its durable clock lives). Default: Exon's, with the clock in
+    /// memory, so exactly-once holds while the process lives; give a
+    /// `ClockFile::Path` for it to survive restarts.
+    pub exon: braid_exon_net::SocketConfig,
 }
 
 impl Default for NodeConfig {
@@ -67,8 +82,10 @@ impl Default for NodeConfig {
             recv_queue: 4096,
             udp_max_datagram: 65_507,
             max_frame_size: 64 << 20,
+            tcp_notsent_lowat: Some(512 << 10),
             braid,
             udp_loss: None,
+            exon: braid_exon_net::SocketConfig::default(),
         }
     }
 }
@@ -78,7 +95,7 @@ impl NodeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |field, expected| Err(ConfigError { field, expected });
         if self.transports.is_empty() {
-            return err("transports", "at least one of udp, tcp, braid");
+            return err("transports", "at least one of udp, tcp, braid, exon");
         }
         if self.idle_timeout.is_zero() {
             return err("idle_timeout", "a positive duration");
@@ -97,6 +114,9 @@ impl NodeConfig {
         }
         if !(64..=(1 << 31)).contains(&self.max_frame_size) {
             return err("max_frame_size", "64 bytes to 2 GiB");
+        }
+        if self.tcp_notsent_lowat == Some(0) {
+            return err("tcp_notsent_lowat", "a positive number of bytes, or None");
         }
         if let Some(l) = self.udp_loss {
             if !(0.0..=1.0).contains(&l.rate) {

@@ -3,8 +3,8 @@
 //! message, virtual nodes, typed messages, and DATA, which learns online
 //! which mix of TCP and Braid carries a data stream fastest.
 //!
-//! Owns: the [`Node`] (tokio) with its channels (TCP, Braid; UDP without
-//! channels), the extensible [`Header`] and [`Address`] traits and their
+//! Owns: the [`Node`] (tokio) with its channels (TCP, Braid; UDP and Exon
+//! without channels), the extensible [`Header`] and [`Address`] traits and their
 //! default and multi-hop implementations, virtual nodes, [`Message`]s
 //! (raw bytes or postcard-encoded serde values) and the [`Dispatcher`]
 //! registry, delivery notifications, and [`data`]: the DATA interceptor,
@@ -16,8 +16,9 @@
 //! and selection code in [`data`] is sans-IO: time comes in as
 //! [`braid_core::Instant`], randomness from a seeded [`braid_core::Rng`].
 //!
-//! Exon is reserved in [`Transport`] and in the wire format; a node refuses
-//! it until the Exon crate is wired in as one more channel kind.
+//! Exon (exactly-once, unordered) runs through `braid-exon-net`'s socket;
+//! each node's Exon id is derived from its Exon address (see
+//! [`Transport::Exon`]). The Exon protocol itself is not in this crate.
 //!
 //! ```no_run
 //! use braid_node::{BasicAddress, BasicHeader, Message, MessageType, Node, NodeConfig, Transport};
@@ -43,6 +44,7 @@ mod channel;
 mod config;
 pub mod data;
 mod error;
+mod exon;
 mod header;
 mod inbox;
 mod message;

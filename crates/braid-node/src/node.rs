@@ -68,8 +68,10 @@ struct Inner<H> {
     local: SocketAddr,
     transports: Vec<Transport>,
     udp_max_datagram: usize,
+    tcp_notsent_lowat: Option<u32>,
     udp: Option<Arc<Udp>>,
     braid: Option<braid_net::Endpoint>,
+    exon: Option<Arc<crate::exon::Exon>>,
     env: ChannelEnv,
     shutdown: watch::Sender<bool>,
     main_rx: tokio::sync::Mutex<mpsc::Receiver<Message<H>>>,
@@ -152,6 +154,7 @@ struct Bound {
     udp: Option<Udp>,
     tcp: Option<TcpListener>,
     braid: Option<braid_net::Endpoint>,
+    exon: Option<crate::exon::Exon>,
 }
 
 impl Drop for Bound {
@@ -169,7 +172,7 @@ fn with_port(addr: SocketAddr, base: u16, t: Transport) -> Option<SocketAddr> {
 /// Bind every transport at `base + offset`; port 0 lets the first one
 /// (lowest offset) pick the base.
 async fn try_bind(addr: SocketAddr, transports: &[Transport], config: &NodeConfig) -> Result<Bound, NodeError> {
-    let mut b = Bound { base: addr, udp: None, tcp: None, braid: None };
+    let mut b = Bound { base: addr, udp: None, tcp: None, braid: None, exon: None };
     let mut base: Option<u16> = (addr.port() != 0).then_some(addr.port());
     for &t in transports {
         let at = match base {
@@ -199,7 +202,13 @@ async fn try_bind(addr: SocketAddr, transports: &[Transport], config: &NodeConfi
                 b.braid = Some(e);
                 got
             }
-            Transport::Exon | Transport::Data => {
+            Transport::Exon => {
+                let e = crate::exon::Exon::bind(at, config.exon.clone()).await.map_err(bind_err)?;
+                let got = e.local_addr();
+                b.exon = Some(e);
+                got
+            }
+            Transport::Data => {
                 return Err(NodeError::TransportUnavailable { transport: t, reason: "not a listening transport" })
             }
         };
@@ -224,12 +233,6 @@ impl<H: Header> Node<H> {
         let mut transports = Vec::new();
         for &t in &config.transports {
             match t {
-                Transport::Exon => {
-                    return Err(NodeError::TransportUnavailable {
-                        transport: t,
-                        reason: "Exon is not built into braid-node yet",
-                    })
-                }
                 Transport::Data => {
                     return Err(NodeError::TransportUnavailable {
                         transport: t,
@@ -278,6 +281,11 @@ impl<H: Header> Node<H> {
         if let Some(e) = &braid {
             listeners.push(tokio::spawn(crate::braid_link::accept_loop(core.clone(), e.clone())));
         }
+        let exon = bound.exon.take().map(Arc::new);
+        if let Some(e) = &exon {
+            listeners.push(tokio::spawn(crate::exon::recv_loop(core.clone(), e.clone())));
+            listeners.push(tokio::spawn(crate::exon::outcome_loop(core.clone(), e.clone())));
+        }
         let env = ChannelEnv {
             channels: Arc::new(Channels::new()),
             counters,
@@ -293,8 +301,10 @@ impl<H: Header> Node<H> {
                 local: bound.base,
                 transports,
                 udp_max_datagram: config.udp_max_datagram,
+                tcp_notsent_lowat: config.tcp_notsent_lowat,
                 udp,
                 braid,
+                exon,
                 env,
                 shutdown: shutdown_tx,
                 main_rx: tokio::sync::Mutex::new(main_rx),
@@ -329,7 +339,12 @@ impl<H: Header> Node<H> {
 
     /// Send `msg` and get its delivery notifications.
     pub async fn send_notify(&self, msg: Message<H>) -> Result<Notify, SendError> {
-        let confirms = self.is_local(msg.header().destination()) || msg.header().transport() == Transport::Braid;
+        let confirms = self.is_local(msg.header().destination())
+            || match msg.header().transport() {
+                Transport::Braid | Transport::Exon => true,
+                Transport::Tcp => crate::tcp::CAN_CONFIRM,
+                Transport::Udp | Transport::Data => false,
+            };
         let (n, notify) = Notifier::pair(confirms);
         self.send_with(msg, n).await?;
         Ok(notify)
@@ -382,8 +397,9 @@ impl<H: Header> Node<H> {
             }
             Transport::Tcp => {
                 let core = inner.core.clone();
+                let lowat = inner.tcp_notsent_lowat;
                 let out = Outgoing { frame, notifier };
-                Channels::send(&inner.env, (transport, to), out, move || crate::tcp::connect(core, to)).await;
+                Channels::send(&inner.env, (transport, to), out, move || crate::tcp::connect(core, to, lowat)).await;
                 Ok(())
             }
             Transport::Braid => {
@@ -393,7 +409,11 @@ impl<H: Header> Node<H> {
                 Channels::send(&inner.env, (transport, to), out, move || crate::braid_link::connect(core, endpoint, to)).await;
                 Ok(())
             }
-            Transport::Exon | Transport::Data => Err(SendError::TransportDisabled(transport)),
+            Transport::Exon => {
+                let exon = inner.exon.as_ref().ok_or(SendError::TransportDisabled(transport))?;
+                exon.send(&inner.core, frame, to, notifier).await
+            }
+            Transport::Data => Err(SendError::TransportDisabled(transport)),
         }
     }
 
@@ -452,6 +472,9 @@ impl<H: Header> Node<H> {
         if let Some(e) = &inner.braid {
             e.close();
             let _ = tokio::time::timeout(inner.close_wait, e.wait_idle()).await;
+        }
+        if let Some(e) = &inner.exon {
+            e.close().await;
         }
     }
 }

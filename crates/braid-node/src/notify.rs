@@ -13,8 +13,9 @@ pub enum DeliveryStatus {
     /// buffer).
     Sent,
     /// The receiving host's transport acknowledged it (Braid: the peer
-    /// acknowledged every byte of it; in-process: put in the receiver's
-    /// queue).
+    /// acknowledged every byte of it; TCP: the peer's kernel acknowledged
+    /// every byte, not that the application read it; Exon: delivered
+    /// exactly once; in-process: put in the receiver's queue).
     Delivered,
     /// It will not arrive (or, for [`FailReason::ConnectionLost`], it is
     /// unknown whether it did).
@@ -41,7 +42,8 @@ pub struct Notify {
 
 impl Notify {
     /// Whether the transport can report [`DeliveryStatus::Delivered`]
-    /// (Braid and in-process delivery can; UDP and TCP end at `Sent`).
+    /// (Braid, Exon, TCP on Linux and in-process delivery can; UDP ends at
+    /// `Sent`).
     pub fn confirms_delivery(&self) -> bool {
         self.confirms
     }

@@ -28,6 +28,8 @@ pub struct NodeStats {
     pub tcp: TransportStats,
     /// Braid.
     pub braid: TransportStats,
+    /// Exon.
+    pub exon: TransportStats,
     /// Messages delivered between virtual nodes of this host, never
     /// serialized.
     pub local_deliveries: u64,
@@ -52,13 +54,14 @@ pub struct NodeStats {
 }
 
 impl NodeStats {
-    /// The counters of `t` (`Exon` and `Data` have none: zeros).
+    /// The counters of `t` (`Data` has none: zeros).
     pub fn transport(&self, t: Transport) -> TransportStats {
         match t {
             Transport::Udp => self.udp,
             Transport::Tcp => self.tcp,
             Transport::Braid => self.braid,
-            Transport::Exon | Transport::Data => TransportStats::default(),
+            Transport::Exon => self.exon,
+            Transport::Data => TransportStats::default(),
         }
     }
 }
@@ -95,6 +98,7 @@ pub(crate) struct Counters {
     pub(crate) udp: TransportCounters,
     pub(crate) tcp: TransportCounters,
     pub(crate) braid: TransportCounters,
+    pub(crate) exon: TransportCounters,
     pub(crate) local_deliveries: AtomicU64,
     pub(crate) malformed_frames: AtomicU64,
     pub(crate) unknown_vnode: AtomicU64,
@@ -116,7 +120,8 @@ impl Counters {
             Transport::Udp => Some(&self.udp),
             Transport::Tcp => Some(&self.tcp),
             Transport::Braid => Some(&self.braid),
-            Transport::Exon | Transport::Data => None,
+            Transport::Exon => Some(&self.exon),
+            Transport::Data => None,
         }
     }
 
@@ -126,6 +131,7 @@ impl Counters {
             udp: self.udp.snapshot(),
             tcp: self.tcp.snapshot(),
             braid: self.braid.snapshot(),
+            exon: self.exon.snapshot(),
             local_deliveries: l(&self.local_deliveries),
             malformed_frames: l(&self.malformed_frames),
             unknown_vnode: l(&self.unknown_vnode),

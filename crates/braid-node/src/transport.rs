@@ -1,6 +1,6 @@
 //! The transports a message can ask for (seed 000 §III-A: UDP, TCP, UDT
 //! and the DATA pseudo-protocol; here Braid's reliable transport takes
-//! UDT's place and Exon is reserved).
+//! UDT's place, and Exon, seed 003, adds exactly-once delivery).
 
 use std::fmt;
 use std::str::FromStr;
@@ -9,16 +9,18 @@ use serde::{Deserialize, Serialize};
 
 /// How a message travels. Chosen per message, in its header.
 ///
-/// | transport | order | delivery | channel |
-/// |---|---|---|---|
-/// | `Udp` | none | at most once; a message must fit one datagram | none (one socket) |
-/// | `Tcp` | FIFO per destination | at most once across a connection failure | kernel TCP, created on first use |
-/// | `Braid` | FIFO per destination | at most once across a connection failure | Braid's reliable transport over UDP |
-/// | `Exon` | none | exactly once | reserved: not built yet, refused with [`crate::SendError::TransportDisabled`] |
-/// | `Data` | per chosen transport | at most once | a pseudo-transport: the DATA interceptor replaces it by `Tcp` or `Braid` per message |
+/// | transport | order | delivery | channel | `Delivered` notification |
+/// |---|---|---|---|---|
+/// | `Udp` | none | at most once; a message must fit one datagram | none (one socket) | never (ends at `Sent`) |
+/// | `Tcp` | FIFO per destination | at most once across a connection failure | kernel TCP, created on first use | when the peer's kernel acknowledged every byte (Linux `TCP_INFO`'s `tcpi_bytes_acked`); not that the application read it |
+/// | `Braid` | FIFO per destination | at most once across a connection failure | Braid's reliable transport over UDP | when Braid's peer acknowledged every byte |
+/// | `Exon` | none | exactly once (at most once if the receiver restarts without its durable clock: reported as failed, in doubt) | none: Exon's soft half-connections over one UDP socket at base port + 2 | when Exon's outcome for the message is `Delivered` |
+/// | `Data` | per chosen transport | at most once | a pseudo-transport: the DATA interceptor replaces it by `Tcp` or `Braid` per message | as the chosen transport |
 ///
-/// Exon is part of the enum (and of the wire format) so that adding it
-/// later is a new channel kind in the node, not an API change.
+/// Exon node ids are derived from the Exon socket address (FNV-1a 64 of
+/// the IP octets and the port), so a sender knows the destination's id
+/// from its address, and the receiver finds the sender's address in the
+/// Node header of the frame.
 ///
 /// ```
 /// use braid_node::Transport;
@@ -34,7 +36,7 @@ pub enum Transport {
     Tcp,
     /// Braid's reliable, congestion-controlled message transport over UDP.
     Braid,
-    /// Exactly-once delivery without connections (not built yet).
+    /// Exactly-once, unordered delivery without connections (Exon).
     Exon,
     /// The DATA pseudo-transport (seed 000 §IV-A): resolved to `Tcp` or
     /// `Braid` by [`crate::data::DataInterceptor`] before the node sees it.

@@ -91,3 +91,61 @@ fn tcp_and_braid_stay_fifo_and_complete_udp_loses_without_duplicates() {
     assert_eq!(udp.len(), per[0].len(), "UDP delivered a message twice");
     assert!(per[0].len() < N as usize && per[0].len() > N as usize * 9 / 10, "UDP got {} of {N} at 2 % loss", per[0].len());
 }
+
+#[test]
+fn exon_delivers_exactly_once_unordered_nothing_lost() {
+    if !ready() {
+        return;
+    }
+    let tb = braid_emu::Testbed::builder()
+        .name("nodeexon")
+        .link("rtt=10ms,rate=50mbit,loss=2%".parse().unwrap())
+        .seed(11)
+        .build()
+        .expect("testbed");
+    let p = tb.layout().paths[0].clone();
+    let cfg = || NodeConfig { transports: vec![Transport::Exon], ..Default::default() };
+    let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
+    let receiver = tb
+        .in_host("b", move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let b: Node<BasicHeader> = Node::bind(SocketAddr::new(p.b_addr.into(), 0), cfg()).await.unwrap();
+                tx.send(b.local_addr()).unwrap();
+                let mut got = Vec::new();
+                while let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(3), b.recv()).await {
+                    assert_eq!(m.header().proto, Transport::Exon);
+                    got.push(m.decode::<Seq>().unwrap().1 .0);
+                }
+                got
+            })
+        })
+        .unwrap();
+    let b_addr = rx.recv_timeout(Duration::from_secs(10)).expect("receiver address");
+    let sender = tb
+        .in_host("a", move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let a: Node<BasicHeader> = Node::bind(SocketAddr::new(p.a_addr.into(), 0), cfg()).await.unwrap();
+                let h = BasicHeader::new(BasicAddress::new(a.local_addr()), BasicAddress::new(b_addr), Transport::Exon);
+                let mut notes = Vec::new();
+                for n in 0..N {
+                    notes.push(a.send_notify(Message::typed(h.clone(), Seq(n, vec![0; 1000]))).await.unwrap());
+                }
+                let mut delivered = 0;
+                for mut n in notes {
+                    let o = tokio::time::timeout(Duration::from_secs(20), n.outcome()).await.expect("outcome");
+                    delivered += usize::from(o == braid_node::DeliveryStatus::Delivered);
+                }
+                a.close().await;
+                delivered
+            })
+        })
+        .unwrap();
+    let delivered = sender.join().expect("sender");
+    let got = receiver.join().expect("receiver");
+    assert_eq!(delivered, N as usize, "every Exon message is reported delivered");
+    let set: HashSet<u32> = got.iter().cloned().collect();
+    assert_eq!(set.len(), got.len(), "Exon delivered a message twice");
+    assert_eq!(set, (0..N).collect::<HashSet<u32>>(), "Exon lost messages over a lossy path");
+}

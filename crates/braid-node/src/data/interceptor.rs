@@ -229,6 +229,7 @@ impl<H: DataHeader> DataInterceptor<H> {
 }
 
 struct Done {
+    transport: Transport,
     ok: bool,
     bytes: u64,
     latency: Duration,
@@ -281,7 +282,7 @@ async fn run_stream<H: DataHeader>(
                 Ok(n) => n as u64,
                 Err(e) => {
                     tracing::warn!(error = %e, "data message dropped");
-                    flow.on_failed();
+                    flow.on_failed(t);
                     finish(false, &pending);
                     stats.send_modify(|s| s.failed += 1);
                     continue;
@@ -296,12 +297,18 @@ async fn run_stream<H: DataHeader>(
                     let done = done_tx.clone();
                     tokio::spawn(async move {
                         let ok = notify.sent().await.is_ok();
-                        let _ = done.send(Done { ok, bytes, latency: now.elapsed() });
+                        let _ = done.send(Done { transport: t, ok, bytes, latency: now.elapsed() });
                     });
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "data message refused by the node");
-                    flow.on_failed();
+                    // A closing node refuses everything still queued:
+                    // expected at shutdown, not worth a warning each.
+                    if e == SendError::Closed {
+                        tracing::debug!("data message refused: node closed");
+                    } else {
+                        tracing::warn!(error = %e, "data message refused by the node");
+                    }
+                    flow.on_failed(t);
                     finish(false, &pending);
                     stats.send_modify(|s| s.failed += 1);
                 }
@@ -317,10 +324,10 @@ async fn run_stream<H: DataHeader>(
         tokio::select! {
             Some(d) = done_rx.recv() => {
                 if d.ok {
-                    flow.on_sent(d.bytes, d.latency);
+                    flow.on_sent(d.transport, d.bytes, d.latency);
                     stats.send_modify(|s| s.bytes += d.bytes);
                 } else {
-                    flow.on_failed();
+                    flow.on_failed(d.transport);
                     stats.send_modify(|s| s.failed += 1);
                 }
                 finish(d.ok, &pending);

@@ -2,10 +2,12 @@
 //! value parsers whose errors name the allowed form, and dispatch.
 
 mod bench;
+mod bench_data;
 mod bench_exon;
 mod bench_multipath;
 mod demo;
 mod emu;
+pub mod plot;
 mod progmp;
 mod progress;
 mod send;
@@ -74,6 +76,8 @@ enum BenchCommand {
     Stream(bench::StreamArgs),
     /// Exon exactly-once messaging vs kernel TCP over the emulator (one-way or RPC), with end-to-end checking.
     Exon(bench_exon::BenchExonArgs),
+    /// DATA (learned TCP/Braid mix) vs TCP only and Braid only over the emulator, and control-message latency.
+    Data(bench_data::BenchDataArgs),
     /// Braid multipath (ProgMP schedulers) vs kernel MPTCP over two emulated paths.
     Multipath(bench_multipath::BenchMultipathArgs),
 }
@@ -173,6 +177,7 @@ pub fn main() -> ExitCode {
             Command::Sim(SimCommand::Priority(a)) => sim_priority::run(a).await,
             Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
             Command::Bench(BenchCommand::Exon(a)) => bench_exon::run(a).await,
+            Command::Bench(BenchCommand::Data(a)) => bench_data::run(a).await,
             Command::Bench(BenchCommand::Multipath(a)) => bench_multipath::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Emu(c) => emu::run(c).await,
