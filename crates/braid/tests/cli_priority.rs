@@ -60,3 +60,22 @@ fn sim_priority_reports_phases_as_json() {
     assert_eq!(unknown.code, Some(1));
     assert!(unknown.stderr.contains("expected polite, latecomer, multcp, switch or five"), "{}", unknown.stderr);
 }
+
+#[test]
+fn sim_latecomer_runs_both_decreases_and_takes_controller_parameters() {
+    let out = run(&["sim", "priority", "--scenario", "latecomer", "--scale", "0.1", "--json"], LIMIT);
+    assert!(out.success(), "{out:?}");
+    let reports = last_json(&out);
+    let names: Vec<&str> = reports.as_array().unwrap().iter().map(|r| r["scenario"].as_str().unwrap()).collect();
+    assert_eq!(names, ["latecomer", "latecomer_additive"]);
+    // The table ends with the acceptance checks.
+    let table = run(&["sim", "priority", "--scenario", "switch", "--scale", "0.05", "--param", "target_ms=60"], LIMIT);
+    assert!(table.success(), "{table:?}");
+    assert!(table.stdout.contains("acceptance (issue 5)") && table.stdout.contains("switch.max_stall_rtts"), "{}", table.stdout);
+    let bad = run(&["sim", "priority", "--scenario", "switch", "--param", "delay_beta"], LIMIT);
+    assert_eq!(bad.code, Some(2));
+    assert!(bad.stderr.contains("expected NAME=VALUE"), "{}", bad.stderr);
+    let rejected = run(&["sim", "priority", "--scenario", "switch", "--scale", "0.05", "--param", "delay_beta=2"], LIMIT);
+    assert_eq!(rejected.code, Some(1));
+    assert!(rejected.stderr.contains("delay_beta"), "{}", rejected.stderr);
+}

@@ -90,9 +90,8 @@ fn polite_ledbat_plus_plus() {
 
 /// Two LEDBAT flows 30 s apart: Jain's index ≥ 0.95 over the overlap (DTL
 /// Table 2); RFC 6817's additive decrease, the baseline, leaves the link
-/// to the latecomer. Loss: both lose packets only in the latecomer's slow
-/// start; once it is over, the multiplicative decrease loses no more than
-/// the additive one.
+/// to the latecomer, and loses more packets over the overlap (DTL Table 2:
+/// the multiplicative decrease has less loss).
 #[test]
 fn latecomer_shares_fairly_with_the_multiplicative_decrease() {
     let md = run(&latecomer(&opts(), false).unwrap()).unwrap();
@@ -106,6 +105,11 @@ fn latecomer_shares_fairly_with_the_multiplicative_decrease() {
     assert!(
         jain_additive < jain,
         "additive {jain_additive} vs {jain}\n{da}"
+    );
+    let (loss, loss_additive) = (phase(&md, "overlap").loss, phase(&ad, "overlap").loss);
+    assert!(
+        loss < loss_additive,
+        "overlap loss {loss} vs additive {loss_additive}\n{d}\n{da}"
     );
     assert!(
         phase(&md, "settled").loss <= phase(&ad, "settled").loss,

@@ -21,9 +21,18 @@
 //!   smallest queuing delay keeps the link (the `latecomer` and `five`
 //!   simulations show it). DTL's constant increase crosses the target every
 //!   cycle, and each crossing takes more from larger windows;
-//! - an initial TCP slow start that ends at the first loss (Rossi et al., as
-//!   DTL does): the loss it forces on the flows already present makes
-//!   everyone back off, so that a latecomer can measure the true base delay;
+//! - an initial TCP slow start (Rossi et al., as DTL does) that ends at the
+//!   first loss or once the queuing delay exceeds half the target
+//!   (`ss_exit`, a fraction of the target; 0 = at the first loss only, DTL's
+//!   exact behaviour). Slow start doubles the window per round trip, so the
+//!   queue it leaves when it notices the delay is about twice what it
+//!   measured: ending at the target overflows any buffer under twice the
+//!   target, and a latecomer, whose base delay still contains the standing
+//!   queue of the flows present, overflows deeper ones. Ending at half the
+//!   target, the `latecomer` simulation loses nothing at all (at 1, or only
+//!   at a loss, the latecomer's slow start loses more packets than RFC
+//!   6817's additive decrease does, against DTL Table 2); the flows present
+//!   still back off, as the queue crosses their target;
 //! - one *initial slowdown* two RTTs after that slow start (LEDBAT++ §4.4,
 //!   on by default, `initial_slowdown = 0` for DTL's exact behaviour): the
 //!   window drops to the minimum for two RTTs, then slow-starts back. The
@@ -88,6 +97,9 @@ const MAX_GAIN_DIVISOR: f64 = 16.0;
 const DECREASE_CONSTANT: f64 = 1.0;
 /// LEDBAT++ modified slow start ends above this fraction of the target.
 const PLUS_PLUS_SS_EXIT: f64 = 0.75;
+/// LEDBAT's initial slow start ends above this fraction of the target (or
+/// at the first loss, whichever comes first).
+const DEFAULT_SS_EXIT: f64 = 0.5;
 /// LEDBAT++ §4.4: the next slowdown starts this many slowdown durations
 /// after the previous one ended.
 const SLOWDOWN_SPACING: u32 = 9;
@@ -153,6 +165,9 @@ pub(super) struct LedbatCore {
     next_slowdown: Option<Instant>,
     /// LEDBAT: one slowdown after the initial slow start.
     initial_slowdown: bool,
+    /// LEDBAT: the initial slow start also ends once the queuing delay
+    /// exceeds this fraction of the target; 0 = only a loss ends it.
+    ss_exit: f64,
 }
 
 impl LedbatCore {
@@ -174,6 +189,7 @@ impl LedbatCore {
             min_rtt: None,
             next_slowdown: None,
             initial_slowdown: true,
+            ss_exit: DEFAULT_SS_EXIT,
         }
     }
 
@@ -281,7 +297,9 @@ impl LedbatCore {
     fn slow_start_exit_us(&self) -> Option<f64> {
         match (self.variant, self.phase) {
             (LedbatVariant::PlusPlus, _) => Some(PLUS_PLUS_SS_EXIT * self.target_us),
-            (LedbatVariant::Rfc6817, Phase::InitialSlowStart) => None,
+            (LedbatVariant::Rfc6817, Phase::InitialSlowStart) => {
+                (self.ss_exit > 0.0).then_some(self.ss_exit * self.target_us)
+            }
             (LedbatVariant::Rfc6817, _) => Some(self.target_us),
         }
     }
@@ -503,6 +521,13 @@ impl LedbatCore {
                     })
                 }
             }
+            "ss_exit" => check_range(
+                "ss_exit",
+                value,
+                |v| (0.0..=10.0).contains(&v),
+                "a fraction of the target from 0 (only a loss ends slow start) to 10",
+            )
+            .map(|v| self.ss_exit = v),
             "variant" => {
                 if value == 0.0 {
                     self.variant = LedbatVariant::Rfc6817;
@@ -523,7 +548,7 @@ impl LedbatCore {
         Some(result)
     }
 
-    pub(super) fn parameters(&self) -> [(&'static str, f64); 8] {
+    pub(super) fn parameters(&self) -> [(&'static str, f64); 9] {
         [
             ("target_ms", self.target_us / 1e3),
             ("gain", self.gain),
@@ -535,6 +560,7 @@ impl LedbatCore {
                 "initial_slowdown",
                 if self.initial_slowdown { 1.0 } else { 0.0 },
             ),
+            ("ss_exit", self.ss_exit),
             ("variant", self.variant.as_f64()),
         ]
     }
@@ -542,7 +568,7 @@ impl LedbatCore {
 
 /// The names [`LedbatCore::set_parameter`] knows, for error messages.
 pub(super) const LEDBAT_PARAMETERS: &str =
-    "target_ms, gain, beta, delay_beta, base_history, current_filter, initial_slowdown, variant";
+    "target_ms, gain, beta, delay_beta, base_history, current_filter, initial_slowdown, ss_exit, variant";
 
 fn check_range(
     name: &'static str,
@@ -595,6 +621,9 @@ fn check_integer(
 /// - `current_filter`: samples in the current-delay filter, 1–64, default 3;
 /// - `initial_slowdown`: LEDBAT only: 1 (default) = one slowdown two RTTs
 ///   after the initial slow start, 0 = none;
+/// - `ss_exit`: LEDBAT only: the initial slow start also ends once the
+///   queuing delay exceeds this fraction of the target, in [0, 10],
+///   default 0.5; 0 = only the first loss ends it (DTL's exact behaviour);
 /// - `variant`: 0 = LEDBAT (RFC 6817), 1 = LEDBAT++;
 /// - `min_window`: floor in bytes, in `[SMSS, 2^30]`, default 2·SMSS.
 ///
@@ -822,6 +851,8 @@ mod tests {
     #[test]
     fn initial_slow_start_doubles_until_the_first_loss() {
         let mut cc = Ledbat::new(S, 10 * S);
+        // DTL's exact behaviour: only a loss ends the initial slow start.
+        cc.set_parameter("ss_exit", 0.0).unwrap();
         assert!(cc.in_slow_start());
         let mut now = t(0);
         for expected in [20, 40, 80] {
@@ -845,6 +876,40 @@ mod tests {
         assert_eq!(cc.window(), 40 * S);
         assert_eq!(cc.ssthresh(), 40 * S);
         assert!(!cc.in_slow_start());
+    }
+
+    /// By default the initial slow start also ends once the queuing delay
+    /// exceeds half the target (`ss_exit`), keeping the window it reached.
+    #[test]
+    fn initial_slow_start_ends_at_half_the_target_by_default() {
+        for (queuing_ms, ends) in [(40i64, false), (49, false), (51, true), (300, true)] {
+            let mut cc = Ledbat::new(S, 10 * S);
+            let mut now = t(0);
+            // One round at the base delay, then one at the queuing delay.
+            for q in [0, queuing_ms] {
+                let n = cc.window() / S;
+                send(&mut cc, now, n);
+                for _ in 0..n {
+                    frame(
+                        &mut cc,
+                        now + Duration::from_millis(40),
+                        now,
+                        20_000 + q * 1000,
+                    );
+                }
+                now += Duration::from_millis(40);
+            }
+            assert_eq!(cc.in_slow_start(), !ends, "{queuing_ms} ms");
+            if ends {
+                // Ended within the round (once the current-delay filter
+                // saw the delay), well before doubling to 40 segments;
+                // ssthresh records where, and the delay controller took
+                // over the rest of the round's acks.
+                let at = cc.ssthresh();
+                assert!(at > 20 * S && at < 30 * S, "{queuing_ms} ms: {at}");
+                assert!(cc.window() < 30 * S, "{queuing_ms} ms: {}", cc.window());
+            }
+        }
     }
 
     /// RFC 6817 §2.4.2: cwnd += GAIN·off_target·bytes·MSS/cwnd.
@@ -1147,6 +1212,8 @@ mod tests {
             ("current_filter", 0.0),
             ("variant", 2.0),
             ("initial_slowdown", 0.5),
+            ("ss_exit", -0.1),
+            ("ss_exit", f64::NAN),
             ("min_window", 1.0),
         ] {
             let before = cc.parameters();

@@ -50,7 +50,7 @@ pub enum PriorityMode {
 /// - `priority`: p in [0, 100], default 1; 0 = LEDBAT, otherwise MulTCP with
 ///   N = p;
 /// - LEDBAT's `target_ms`, `gain`, `beta`, `delay_beta`, `base_history`,
-///   `current_filter`, `initial_slowdown`, `variant` (see [`super::Ledbat`]);
+///   `current_filter`, `initial_slowdown`, `ss_exit`, `variant` (see [`super::Ledbat`]);
 /// - MulTCP's `multcp2` (see [`super::MulTcp`]);
 /// - `min_window`: floor in bytes, in `[SMSS, 2^30]`, default 2·SMSS.
 ///

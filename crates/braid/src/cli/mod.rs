@@ -5,6 +5,7 @@ mod bench;
 mod bench_data;
 mod bench_exon;
 mod bench_multipath;
+mod bench_priority;
 mod demo;
 mod emu;
 pub mod plot;
@@ -76,6 +77,8 @@ enum BenchCommand {
     Stream(bench::StreamArgs),
     /// Exon exactly-once messaging vs kernel TCP over the emulator (one-way or RPC), with end-to-end checking.
     Exon(bench_exon::BenchExonArgs),
+    /// DTL priority scenarios over the emulator: Braid LEDBAT/MulTCP flows against kernel TCP, with a plot.
+    Priority(bench_priority::BenchPriorityArgs),
     /// DATA (learned TCP/Braid mix) vs TCP only and Braid only over the emulator, and control-message latency.
     Data(bench_data::BenchDataArgs),
     /// Braid multipath (ProgMP schedulers) vs kernel MPTCP over two emulated paths.
@@ -177,6 +180,7 @@ pub fn main() -> ExitCode {
             Command::Sim(SimCommand::Priority(a)) => sim_priority::run(a).await,
             Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
             Command::Bench(BenchCommand::Exon(a)) => bench_exon::run(a).await,
+            Command::Bench(BenchCommand::Priority(a)) => bench_priority::run(a).await,
             Command::Bench(BenchCommand::Data(a)) => bench_data::run(a).await,
             Command::Bench(BenchCommand::Multipath(a)) => bench_multipath::run(a).await,
             Command::Demo(a) => demo::run(a).await,

@@ -3,7 +3,7 @@
 //! per-phase, per-flow throughput, fairness, queuing delay and loss.
 
 use anyhow::Context;
-use braid::priority_sim::{self, ScenarioOptions, ScenarioReport};
+use braid::priority_sim::{self, Check, ScenarioOptions, ScenarioReport};
 use braid::{CcAlgorithm, LinkSpec};
 use clap::Args;
 
@@ -26,6 +26,11 @@ pub struct SimPriorityArgs {
     /// N values of the multcp scenario, comma-separated.
     #[arg(long, value_name = "N,...", value_delimiter = ',', default_values_t = [1.0, 2.0, 3.0, 4.0])]
     n: Vec<f64>,
+    /// Extra parameter of every DTL flow's controller, NAME=VALUE
+    /// (repeatable), e.g. `delay_beta=1` for RFC 6817's additive decrease,
+    /// `variant=1` for LEDBAT++, `target_ms=60`.
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    params: Vec<(String, f64)>,
     /// Seed: the same seed gives the same run (and trace hash).
     #[arg(long, value_name = "S", default_value_t = 1)]
     seed: u64,
@@ -41,13 +46,22 @@ pub async fn run(args: SimPriorityArgs) -> anyhow::Result<Outcome> {
     if let Some(bad) = args.n.iter().find(|n| !(n.is_finite() && **n > 0.0 && **n <= 100.0)) {
         anyhow::bail!("--n: {bad} is out of range: expected numbers in (0, 100], e.g. 1,2,3,4");
     }
+    // The p = 0 controller's target, for the delay check: the last
+    // `target_ms` given, else LEDBAT++'s or LEDBAT's default.
+    let plus_plus = args.params.iter().rev().find(|(n, _)| n == "variant").is_some_and(|(_, v)| *v == 1.0);
+    let target_ms = args
+        .params
+        .iter()
+        .rev()
+        .find(|(n, _)| n == "target_ms")
+        .map_or(if plus_plus { 60.0 } else { 100.0 }, |(_, v)| *v);
     let opts = ScenarioOptions {
         link: args.link,
         scale: args.scale,
         tcp: args.tcp,
         ns: args.n,
         seed: args.seed,
-        ..ScenarioOptions::default()
+        dtl_params: args.params,
     };
     let configs = priority_sim::scenarios(&args.scenario, &opts)
         .map_err(|e| anyhow::anyhow!("--scenario: {e} (expected polite, latecomer, multcp, switch or five)"))?;
@@ -61,10 +75,41 @@ pub async fn run(args: SimPriorityArgs) -> anyhow::Result<Outcome> {
     if args.json {
         emit(&serde_json::to_string(&reports)?);
     } else {
-        let text: Vec<String> = reports.iter().map(render).collect();
+        let mut text: Vec<String> = reports.iter().map(render).collect();
+        text.push(render_checks(&priority_sim::checks(&reports, target_ms)));
         emit(&text.join("\n\n"));
     }
     Ok(Outcome::Success)
+}
+
+/// `--param NAME=VALUE`.
+pub(super) fn parse_param(s: &str) -> Result<(String, f64), String> {
+    let expected = "expected NAME=VALUE with a number, e.g. delay_beta=1 or target_ms=60";
+    let (name, value) = s.split_once('=').ok_or_else(|| format!("invalid parameter `{s}`: {expected}"))?;
+    let value: f64 = value.trim().parse().map_err(|_| format!("invalid parameter `{s}`: {expected}"))?;
+    if name.trim().is_empty() || !value.is_finite() {
+        return Err(format!("invalid parameter `{s}`: {expected}"));
+    }
+    Ok((name.trim().to_string(), value))
+}
+
+/// The acceptance checks of issue 5 as a table.
+pub(super) fn render_checks(checks: &[Check]) -> String {
+    let rows: Vec<Vec<String>> = checks
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                c.value.map_or_else(|| "-".to_string(), |v| {
+                    // Loss rates are small: keep their digits.
+                    if v != 0.0 && v.abs() < 0.01 { format!("{v:.2e}") } else { format!("{v:.3}") }
+                }),
+                c.want.clone(),
+                if c.pass { "pass" } else { "FAIL" }.to_string(),
+            ]
+        })
+        .collect();
+    format!("acceptance (issue 5)\n{}", table::render(&["check", "value", "want", ""], &rows))
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -72,7 +117,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 /// One table row per (phase, flow), then the phase's totals.
-fn render(r: &ScenarioReport) -> String {
+pub(super) fn render(r: &ScenarioReport) -> String {
     let mut rows = Vec::new();
     for phase in &r.phases {
         for f in &phase.flows {
@@ -98,7 +143,7 @@ fn render(r: &ScenarioReport) -> String {
             format!("{:.4}", phase.loss),
         ]);
     }
-    let mut out = format!("scenario {} over {} ({:.0} s simulated)\n", r.scenario, r.link, r.duration_secs);
+    let mut out = format!("scenario {} over {} ({:.0} s)\n", r.scenario, r.link, r.duration_secs);
     out.push_str(&table::render(
         &["phase", "flow", "p", "Mbit/s", "share", "jain", "qdelay p50/p99 ms", "loss"],
         &rows,

@@ -10,7 +10,9 @@ use braid_proto::{ConnectionHandle, Endpoint, Event, SendError};
 use braid_sim::{Datagram, Node};
 use bytes::Bytes;
 
+use super::report::Snapshot;
 use super::{transport_config, ScenarioConfig, ScenarioError};
+use braid_link::LinkStats;
 
 /// Application message size: small, so that a stopped flow's buffer is
 /// small too.
@@ -36,15 +38,6 @@ pub(super) enum Action {
     Start(usize),
     SetPriority(usize, f64),
     Stop(usize),
-}
-
-/// Counters of every flow at one moment.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Snapshot {
-    pub(super) acked: Vec<u64>,
-    pub(super) sent: Vec<u64>,
-    pub(super) lost: Vec<u64>,
-    pub(super) queue_drops: u64,
 }
 
 /// The sending side of one flow.
@@ -207,10 +200,12 @@ impl Host {
         Ok(())
     }
 
-    pub(super) fn snapshot(&self, queue_drops: u64) -> Snapshot {
+    pub(super) fn snapshot(&self, link: &LinkStats) -> Snapshot {
         let client = self.client_app();
         let mut s = Snapshot {
-            queue_drops,
+            queue_drops: link.dropped_queue,
+            link_offered: link.offered,
+            link_dropped: link.dropped(),
             ..Snapshot::default()
         };
         for f in &client.flows {

@@ -21,6 +21,12 @@
 //! - stalls at priority switches: the longest time after a switch in which
 //!   the switched flow sent nothing, against its smoothed RTT at the switch.
 //!
+//! The figures are computed by [`build_report`] from [`Measurements`]
+//! (counter snapshots, probe samples, switches), which the emulator's
+//! runner (`braid bench priority`) records too, so both report the same
+//! quantities the same way; [`checks`] evaluates issue 5's acceptance
+//! criteria on either's reports.
+//!
 //! Scenario builders ([`polite`], [`latecomer`], [`multcp`],
 //! [`multcp_pair`], [`switch`], [`five`]) follow DTL's figures; their
 //! timings scale with [`ScenarioOptions::scale`]. [`parse_priority_schedule`]
@@ -36,12 +42,17 @@
 //! assert_eq!(run(&cfg).unwrap().trace_hash, report.trace_hash);
 //! ```
 
+mod acceptance;
 mod host;
 mod report;
 mod scenarios;
 mod schedule;
 
-pub use report::{jain_index, FlowResult, PhaseFlow, PhaseResult, ScenarioReport, SwitchResult};
+pub use acceptance::{checks, Check};
+pub use report::{
+    build_report, jain_index, FlowCounters, FlowResult, Measurements, PhaseFlow, PhaseResult,
+    ScenarioReport, Snapshot, SwitchRecord, SwitchResult,
+};
 pub use scenarios::{
     five, latecomer, multcp, multcp_pair, polite, scenarios, switch, ScenarioOptions, DEFAULT_LINK,
     MULTCP_LINK, SWITCH_LINK,
@@ -57,7 +68,7 @@ use braid_proto::cc::CcError;
 use braid_proto::{CcAlgorithm, ConnectError, Endpoint, EndpointConfig, TransportConfig};
 use braid_sim::{SimError, Simulator, IPV4_UDP_OVERHEAD};
 
-use host::{client_addr, server_addr, Action, Host, Snapshot};
+use host::{client_addr, server_addr, Action, Host};
 
 /// One flow of a scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -262,13 +273,15 @@ pub fn run(cfg: &ScenarioConfig) -> Result<ScenarioReport, ScenarioError> {
             let host = sim.node_mut(client_id);
             host.apply(now, action, cfg)?;
         }
-        let drops = forward_stats(&sim).dropped_queue;
-        snapshots.insert(t, sim.node(client_id).snapshot(drops));
+        let link = forward_stats(&sim);
+        snapshots.insert(t, sim.node(client_id).snapshot(&link));
     }
     Ok(report::report(cfg, &sim, client_id, &bins, &snapshots))
 }
 
-fn validate(cfg: &ScenarioConfig) -> Result<(), ScenarioError> {
+/// Checks a config before anything runs: every field in range, every
+/// flow parameter and priority accepted by its controller.
+pub fn validate(cfg: &ScenarioConfig) -> Result<(), ScenarioError> {
     let check = |ok: bool, field: &str, expected| {
         if ok {
             Ok(())
@@ -348,7 +361,7 @@ fn validate(cfg: &ScenarioConfig) -> Result<(), ScenarioError> {
 /// so the sender is never application-limited yet a stopped flow drains
 /// quickly, datagrams that fit the path MTU, and timeouts as long as the
 /// run.
-fn transport_config(cfg: &ScenarioConfig, cc: Option<CcAlgorithm>) -> TransportConfig {
+pub fn transport_config(cfg: &ScenarioConfig, cc: Option<CcAlgorithm>) -> TransportConfig {
     let mut t = TransportConfig {
         congestion_control: cc.unwrap_or_default(),
         handshake_timeout: cfg.duration + Duration::from_secs(60),
@@ -377,7 +390,8 @@ fn transport_config(cfg: &ScenarioConfig, cc: Option<CcAlgorithm>) -> TransportC
     t
 }
 
-fn bin_edges(cfg: &ScenarioConfig) -> Vec<Duration> {
+/// Edges of the throughput bins: 0, `bin`, 2·`bin`, ... up to the duration.
+pub fn bin_edges(cfg: &ScenarioConfig) -> Vec<Duration> {
     let mut v = Vec::new();
     let mut t = Duration::ZERO;
     while t <= cfg.duration {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use braid_link::LinkStats;
 use braid_sim::{NodeId, Simulator};
 
-use super::host::{Host, Snapshot};
+use super::host::Host;
 use super::{forward_stats, ScenarioConfig};
 
 /// The outcome of a scenario (serialized as the `--json` report).
@@ -33,8 +33,9 @@ pub struct ScenarioReport {
     pub queuing_delay_p50_ms: Option<f64>,
     /// 99th percentile of the queuing delay over the whole run, ms.
     pub queuing_delay_p99_ms: Option<f64>,
-    /// The simulator's trace hash, 16 hex digits: equal for equal configs.
-    pub trace_hash: String,
+    /// The simulator's trace hash, 16 hex digits: equal for equal configs
+    /// (`None` for emulator runs, which are not deterministic).
+    pub trace_hash: Option<String>,
     /// Counters of the client → server link (the bottleneck direction).
     pub forward_link: LinkStats,
     /// Packets the bottleneck queue dropped, per bin.
@@ -88,8 +89,13 @@ pub struct PhaseResult {
     pub queuing_delay_p50_ms: Option<f64>,
     /// 99th percentile queuing delay, ms.
     pub queuing_delay_p99_ms: Option<f64>,
-    /// Packets the senders declared lost over packets they sent.
+    /// Packets the senders declared lost over packets they sent (the
+    /// flows that count them: all in the simulator, Braid's in the
+    /// emulator, where kernel TCP's are not visible).
     pub loss: f64,
+    /// Packets the bottleneck dropped (queue overflow or random loss) over
+    /// packets offered to it, all flows together.
+    pub bottleneck_loss: f64,
     /// Packets the bottleneck queue dropped.
     pub queue_drops: u64,
 }
@@ -161,6 +167,81 @@ fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
     Some(values[rank - 1])
 }
 
+/// Counters of every flow at one moment, cumulative since the start of
+/// the run (one entry per flow, in the config's order).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// Application bytes delivered in order (acknowledged, or read by the
+    /// receiver).
+    pub acked: Vec<u64>,
+    /// Packets sent, for the flows that count them (Braid connections);
+    /// 0 otherwise.
+    pub sent: Vec<u64>,
+    /// Packets declared lost, for the flows that count them.
+    pub lost: Vec<u64>,
+    /// Packets dropped by the bottleneck queue.
+    pub queue_drops: u64,
+    /// Packets offered to the bottleneck (forward direction).
+    pub link_offered: u64,
+    /// Packets the bottleneck dropped for any reason (forward direction).
+    pub link_dropped: u64,
+}
+
+/// The final counters of one flow.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowCounters {
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Packets declared lost.
+    pub packets_lost: u64,
+    /// Window reductions.
+    pub congestion_events: u64,
+    /// Retransmission timeouts.
+    pub rto_count: u64,
+    /// What went wrong, if the flow failed.
+    pub error: Option<String>,
+}
+
+/// One priority switch as recorded by whatever ran the flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchRecord {
+    /// Index of the flow.
+    pub flow: usize,
+    /// When, from the start of the run.
+    pub at: Duration,
+    /// The priority before, if known.
+    pub from: Option<f64>,
+    /// The priority after.
+    pub to: f64,
+    /// The flow's smoothed RTT at the switch.
+    pub srtt: Duration,
+    /// The longest time after the switch without a packet sent.
+    pub longest: Duration,
+}
+
+/// What one run of a scenario recorded, whoever ran it (the simulator
+/// here, the emulator in `braid bench priority`): the input of
+/// [`build_report`], so that both report the same figures computed the
+/// same way.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measurements {
+    /// Edges of the throughput bins, from 0 to the duration.
+    pub bins: Vec<Duration>,
+    /// Counters at (at least) every bin edge, phase edge and flow start and
+    /// stop; a missing time reads as all zeros.
+    pub snapshots: BTreeMap<Duration, Snapshot>,
+    /// Final counters per flow.
+    pub flows: Vec<FlowCounters>,
+    /// Delay probe: `(send time, RTT)` of every echo.
+    pub probe: Vec<(Duration, Duration)>,
+    /// Priority switches.
+    pub switches: Vec<SwitchRecord>,
+    /// Trace hash of a deterministic run.
+    pub trace_hash: Option<String>,
+    /// Counters of the bottleneck direction over the run.
+    pub forward_link: LinkStats,
+}
+
 pub(super) fn report(
     cfg: &ScenarioConfig,
     sim: &Simulator<Host>,
@@ -170,7 +251,89 @@ pub(super) fn report(
 ) -> ScenarioReport {
     let host = sim.node(client_id);
     let client = host.client_app();
-    let snap = |t: Duration| snapshots.get(&t).cloned().unwrap_or_default();
+    let m = Measurements {
+        bins: bins.to_vec(),
+        snapshots: snapshots.clone(),
+        flows: client
+            .flows
+            .iter()
+            .map(|f| {
+                let st = f
+                    .conn
+                    .and_then(|c| host.endpoint.connection_stats(c))
+                    .unwrap_or_default();
+                FlowCounters {
+                    packets_sent: st.packets_sent,
+                    packets_lost: st.packets_lost,
+                    congestion_events: st.congestion_events,
+                    rto_count: st.rto_count,
+                    error: f.error.clone(),
+                }
+            })
+            .collect(),
+        probe: client
+            .probe
+            .as_ref()
+            .map(|p| {
+                p.samples
+                    .iter()
+                    .map(|&(t, rtt)| (t.since_epoch(), rtt))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        switches: client
+            .switches
+            .iter()
+            .map(|s| SwitchRecord {
+                flow: s.flow,
+                at: s.at.since_epoch(),
+                from: s.from,
+                to: s.to,
+                srtt: s.srtt,
+                longest: s.longest,
+            })
+            .collect(),
+        trace_hash: Some(format!("{:016x}", sim.trace_hash())),
+        forward_link: forward_stats(sim),
+    };
+    build_report(cfg, &m)
+}
+
+/// The report of a scenario from what a run recorded.
+///
+/// ```
+/// use std::time::Duration;
+/// use braid::priority_sim::{bin_edges, build_report, switch, Measurements, ScenarioOptions, Snapshot};
+/// let cfg = switch(&ScenarioOptions { scale: 0.025, ..ScenarioOptions::default() }).unwrap();
+/// // Two flows (tcp, dtl) delivering 0.5 and 0.125 MB per second.
+/// let bins = bin_edges(&cfg);
+/// let snapshots = cfg
+///     .phases
+///     .iter()
+///     .flat_map(|p| [p.start, p.end])
+///     .chain(bins.iter().copied())
+///     .map(|t| {
+///         let s = t.as_secs_f64();
+///         let acked = vec![(500_000.0 * s) as u64, (125_000.0 * s) as u64];
+///         (t, Snapshot { acked, ..Snapshot::default() })
+///     })
+///     .collect();
+/// let r = build_report(&cfg, &Measurements { bins, snapshots, ..Measurements::default() });
+/// let p1 = &r.phases[1];
+/// assert!((p1.flows[0].mbps - 4.0).abs() < 1e-6 && (p1.flows[1].mbps - 1.0).abs() < 1e-6);
+/// assert!((p1.jain.unwrap() - 25.0 / 34.0).abs() < 1e-9);
+/// assert_eq!(p1.flows[1].priority, Some(1.0));
+/// ```
+pub fn build_report(cfg: &ScenarioConfig, m: &Measurements) -> ScenarioReport {
+    let bins = &m.bins;
+    let snap = |t: Duration| -> Snapshot {
+        let mut s = m.snapshots.get(&t).cloned().unwrap_or_default();
+        let n = cfg.flows.len();
+        for v in [&mut s.acked, &mut s.sent, &mut s.lost] {
+            v.resize(n, 0);
+        }
+        s
+    };
     let end = snap(cfg.duration);
     let link_mbps = cfg.link.rate().map(|r| r.bits_per_sec() as f64 / 1e6);
 
@@ -180,11 +343,8 @@ pub(super) fn report(
         .enumerate()
         .map(|(i, f)| {
             let stop = f.stop.unwrap_or(cfg.duration).min(cfg.duration);
-            let acked_at = |t: Duration| snap(t).acked.get(i).copied().unwrap_or(0);
-            let st = client.flows[i]
-                .conn
-                .and_then(|c| host.endpoint.connection_stats(c))
-                .unwrap_or_default();
+            let acked_at = |t: Duration| snap(t).acked[i];
+            let st = m.flows.get(i).cloned().unwrap_or_default();
             FlowResult {
                 label: f.label.clone(),
                 cc: f.cc.to_string(),
@@ -202,25 +362,21 @@ pub(super) fn report(
                     .windows(2)
                     .map(|w| mbps(acked_at(w[1]).saturating_sub(acked_at(w[0])), w[1] - w[0]))
                     .collect(),
-                error: client.flows[i].error.clone(),
+                error: st.error,
             }
         })
         .collect();
 
-    let probe = client.probe.as_ref();
-    let base_rtt = probe.and_then(|p| p.samples.iter().map(|s| s.1).min());
+    let base_rtt = m.probe.iter().map(|s| s.1).min();
     let delays = |from: Duration, to: Duration| -> Vec<f64> {
-        match (probe, base_rtt) {
-            (Some(p), Some(base)) => p
-                .samples
+        match base_rtt {
+            Some(base) => m
+                .probe
                 .iter()
-                .filter(|(sent, _)| {
-                    let t = sent.since_epoch();
-                    t >= from && t < to
-                })
+                .filter(|(sent, _)| *sent >= from && *sent < to)
                 .map(|(_, rtt)| (*rtt - base).as_secs_f64() * 1e3)
                 .collect(),
-            _ => Vec::new(),
+            None => Vec::new(),
         }
     };
 
@@ -275,12 +431,14 @@ pub(super) fn report(
                 queuing_delay_p50_ms: quantile(&mut q, 0.5),
                 queuing_delay_p99_ms: quantile(&mut q, 0.99),
                 loss: lost as f64 / sent.max(1) as f64,
+                bottleneck_loss: b.link_dropped.saturating_sub(a.link_dropped) as f64
+                    / b.link_offered.saturating_sub(a.link_offered).max(1) as f64,
                 queue_drops: b.queue_drops.saturating_sub(a.queue_drops),
             }
         })
         .collect();
 
-    let switches = client
+    let switches = m
         .switches
         .iter()
         .map(|s| {
@@ -288,7 +446,7 @@ pub(super) fn report(
             let longest_stall_ms = s.longest.as_secs_f64() * 1e3;
             SwitchResult {
                 label: cfg.flows[s.flow].label.clone(),
-                at_secs: secs(s.at.since_epoch()),
+                at_secs: secs(s.at),
                 from: s.from,
                 to: s.to,
                 srtt_ms,
@@ -314,8 +472,8 @@ pub(super) fn report(
         switches,
         queuing_delay_p50_ms: quantile(&mut all, 0.5),
         queuing_delay_p99_ms: quantile(&mut all, 0.99),
-        trace_hash: format!("{:016x}", sim.trace_hash()),
-        forward_link: forward_stats(sim),
+        trace_hash: m.trace_hash.clone(),
+        forward_link: m.forward_link,
         queue_drops: bins
             .windows(2)
             .map(|w| {

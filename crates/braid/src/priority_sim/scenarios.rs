@@ -10,12 +10,13 @@ use braid_proto::CcAlgorithm;
 use super::{FlowSpec, PhaseSpec, ScenarioConfig, ScenarioError};
 
 /// A scenario by name (`polite`, `latecomer`, `multcp`, `switch`, `five`).
-/// `multcp` gives one MulTCP(N) flow against one TCP flow for each N in
+/// `latecomer` gives DTL's multiplicative decrease, then RFC 6817's
+/// additive decrease (the baseline it is compared with). `multcp` gives one MulTCP(N) flow against one TCP flow for each N in
 /// [`ScenarioOptions::ns`], then two MulTCP(N) flows for each N.
 pub fn scenarios(name: &str, opts: &ScenarioOptions) -> Result<Vec<ScenarioConfig>, ScenarioError> {
     Ok(match name {
         "polite" => vec![polite(opts)?],
-        "latecomer" => vec![latecomer(opts, false)?],
+        "latecomer" => vec![latecomer(opts, false)?, latecomer(opts, true)?],
         "multcp" => {
             let mut v = Vec::new();
             for &n in &opts.ns {
