@@ -63,6 +63,28 @@ fn padded(lo: f64, hi: f64) -> std::ops::Range<f64> {
     lo..hi + (hi - lo) * 0.08
 }
 
+type Root<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+
+/// The frame every chart shares: title, margins, axis label areas.
+fn frame<'a, 'b>(root: &'a Root<'b>, title: &str) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 22)).margin(12).x_label_area_size(44).y_label_area_size(64);
+    b
+}
+
+/// Draw the legend and write the file.
+fn finish<'a>(root: &Root<'a>, chart: &mut Chart<'a, 'a>) -> Result<(), Box<dyn std::error::Error>> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
 /// Write `chart` to `path` as SVG.
 pub fn write_line_chart(path: &Path, chart: &LineChart) -> anyhow::Result<()> {
     draw_lines(path, chart).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("writing the plot {}", path.display()))
@@ -75,12 +97,7 @@ fn draw_lines(path: &Path, c: &LineChart) -> Result<(), Box<dyn std::error::Erro
     let y_max = points().map(|p| p.1).fold(0.0, f64::max);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(&c.title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(64)
-        .build_cartesian_2d(padded(x_min, x_max), padded(0.0, y_max))?;
+    let mut chart = frame(&root, &c.title).build_cartesian_2d(padded(x_min, x_max), padded(0.0, y_max))?;
     chart.configure_mesh().x_desc(c.x_label.as_str()).y_desc(c.y_label.as_str()).draw()?;
     let y_top = padded(0.0, y_max).end;
     for (x, label) in &c.markers {
@@ -94,14 +111,7 @@ fn draw_lines(path: &Path, c: &LineChart) -> Result<(), Box<dyn std::error::Erro
             .label(s.name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour(i).stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    finish(&root, &mut chart)
 }
 
 /// Write `chart` to `path` as SVG.
@@ -123,12 +133,7 @@ fn draw_bars(path: &Path, c: &BarChart) -> Result<(), Box<dyn std::error::Error>
     let groups = c.groups.len().max(1) as f64;
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(&c.title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0.0..groups, padded(0.0, y_max))?;
+    let mut chart = frame(&root, &c.title).build_cartesian_2d(0.0..groups, padded(0.0, y_max))?;
     let labels: Vec<String> = c.groups.iter().map(|g| g.0.clone()).collect();
     chart
         .configure_mesh()
@@ -162,14 +167,7 @@ fn draw_bars(path: &Path, c: &BarChart) -> Result<(), Box<dyn std::error::Error>
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour(k).filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    finish(&root, &mut chart)
 }
 
 #[cfg(test)]
