@@ -30,8 +30,8 @@
 //! the buffers only as far as needed); Braid's receive window and send
 //! buffer are 3 BDP (the 1-BDP link queue can double the RTT); the global
 //! `net.core.rmem_max`/`wmem_max`, which cap Braid's UDP socket buffers,
-//! are raised to 64 MiB if lower, and left raised (other programs may be
-//! relying on them by then).
+//! are raised to 64 MiB if lower for the run, and put back afterwards
+//! unless another program changed them meanwhile.
 
 mod hosts;
 
@@ -142,12 +142,33 @@ fn bdp(rate: &str, rtt_ms: u32) -> anyhow::Result<u64> {
 }
 
 /// Raise a global sysctl under /proc/sys to at least `min`.
-fn raise_global(path: &str, min: u64) -> anyhow::Result<()> {
+fn raise_global(path: &'static str, min: u64) -> anyhow::Result<RaisedLimit> {
     let now: u64 = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?.trim().parse().unwrap_or(0);
-    if now < min {
-        std::fs::write(path, min.to_string()).with_context(|| format!("raising {path} to {min}"))?;
+    if now >= min {
+        return Ok(RaisedLimit { path, restore: None });
     }
-    Ok(())
+    std::fs::write(path, min.to_string()).with_context(|| format!("raising {path} to {min}"))?;
+    Ok(RaisedLimit { path, restore: Some((now, min)) })
+}
+
+/// A global limit this run raised: put back when the run ends (even on
+/// error), unless something else changed it meanwhile.
+struct RaisedLimit {
+    path: &'static str,
+    /// (the value before, the value written).
+    restore: Option<(u64, u64)>,
+}
+
+impl Drop for RaisedLimit {
+    fn drop(&mut self) {
+        let Some((before, written)) = self.restore else { return };
+        let current = std::fs::read_to_string(self.path).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        if current == Some(written) {
+            if let Err(e) = std::fs::write(self.path, before.to_string()) {
+                eprintln!("warning: could not restore {} to {before}: {e}", self.path);
+            }
+        }
+    }
 }
 
 /// Set TCP's buffer limits inside both hosts' namespaces.
@@ -243,8 +264,8 @@ pub async fn run(args: BenchDataArgs) -> anyhow::Result<Outcome> {
 fn measure(args: &BenchDataArgs) -> anyhow::Result<Vec<RttResult>> {
     let hidden = args.json || !std::io::IsTerminal::is_terminal(&std::io::stderr());
     let bar = super::progress::bytes_bar(args.bytes.0, "", hidden);
-    raise_global("/proc/sys/net/core/rmem_max", 64 << 20)?;
-    raise_global("/proc/sys/net/core/wmem_max", 64 << 20)?;
+    let _rmem = raise_global("/proc/sys/net/core/rmem_max", 64 << 20)?;
+    let _wmem = raise_global("/proc/sys/net/core/wmem_max", 64 << 20)?;
     let mut out = Vec::new();
     for &rtt in &args.rtts {
         let bdp = bdp(&args.rate, rtt)?;
