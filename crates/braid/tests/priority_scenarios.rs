@@ -153,6 +153,70 @@ fn equal_multcp_flows_share_fairly() {
     }
 }
 
+/// Against CUBIC (the kernel's default TCP) the priority flows are N
+/// virtual CUBIC flows (`multcp_base` = 1, picked by the scenario): one
+/// MulTCP(N) flow against one CUBIC flow still takes N shares (±25%), and
+/// two equal ones share fairly.
+#[test]
+fn multcp_takes_n_shares_against_cubic() {
+    let o = ScenarioOptions {
+        tcp: braid::CcAlgorithm::Cubic,
+        ..opts()
+    };
+    for n in [1.0, 2.0, 3.0, 4.0] {
+        let r = run(&multcp(&o, n).unwrap()).unwrap();
+        no_errors(&r);
+        let p = phase(&r, "steady");
+        let ratio = mbps(p, &format!("multcp{n}")) / mbps(p, "tcp");
+        assert!(
+            (ratio - n).abs() <= 0.25 * n,
+            "N = {n}: ratio {ratio:.2}\n{}",
+            dump(&r)
+        );
+    }
+    let r = run(&multcp_pair(&o, 2.0).unwrap()).unwrap();
+    let jain = phase(&r, "steady").jain.unwrap();
+    assert!(jain >= 0.95, "Jain {jain}\n{}", dump(&r));
+}
+
+/// DTL Fig. 6 against CUBIC: the three regimes with CUBIC-based priority
+/// flows; Reno-based MulTCP (`multcp_base` = 0) falls short of one CUBIC
+/// flow's share behind the deep queue, which is why CUBIC flows are the
+/// default.
+#[test]
+fn switch_against_cubic() {
+    let o = ScenarioOptions {
+        tcp: braid::CcAlgorithm::Cubic,
+        ..opts()
+    };
+    let ratios = |o: &ScenarioOptions| {
+        let r = run(&switch(o).unwrap()).unwrap();
+        no_errors(&r);
+        let d = dump(&r);
+        assert!(capacity_share(phase(&r, "p0"), "dtl") <= 0.1, "{d}");
+        for s in &r.switches {
+            assert!(s.stall_rtts <= 2.0, "{s:?}\n{d}");
+        }
+        let ratio = |name| mbps(phase(&r, name), "dtl") / mbps(phase(&r, name), "tcp");
+        (ratio("p1"), ratio("p2"), d)
+    };
+    let (p1, p2, d) = ratios(&o);
+    assert!((0.75..=1.33).contains(&p1), "p1 ratio {p1}\n{d}");
+    assert!(
+        (1.5..=3.5).contains(&p2) && p2 >= p1 + 0.5,
+        "p2 ratio {p2}\n{d}"
+    );
+    let reno = ScenarioOptions {
+        dtl_params: vec![("multcp_base".into(), 0.0)],
+        ..o
+    };
+    let (reno_p1, reno_p2, d) = ratios(&reno);
+    assert!(
+        reno_p1 < p1 && reno_p2 < p2,
+        "Reno flows {reno_p1}, {reno_p2}\n{d}"
+    );
+}
+
 /// DTL Fig. 6: 5 Mbit/s, RTT 25 ms, one TCP flow; the DTL flow at p = 0
 /// yields, at p = 1 shares equally, at p = 2 takes about twice TCP's share;
 /// no stall longer than 2 RTT at a switch.

@@ -170,7 +170,8 @@ pub enum CcAlgorithm {
     /// MulTCP with N = 1 virtual flow (set `n` to change it).
     MulTcp,
     /// DTL's priority controller, priority 1 (set `priority` to change it:
-    /// 0 = LEDBAT, p > 0 = MulTCP with N = p).
+    /// 0 = LEDBAT, p > 0 = N = p virtual CUBIC flows, or N virtual Reno
+    /// flows, MulTCP proper, with `multcp_base=0`).
     Priority,
 }
 

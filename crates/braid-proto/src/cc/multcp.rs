@@ -33,10 +33,26 @@
 //!   ssthresh or at the first loss, as in RFC 5681.
 //! - **Timeout**: RFC 5681 §3.1, ssthresh set with the MulTCP decrease.
 //!
-//! Application-limited acknowledgements never grow the window.
+//! Application-limited acknowledgements never grow the window, and a loss
+//! in an application-limited flight keeps the restart window (RFC 7661
+//! §4.4, [`super::newreno::Window`]).
+//!
+//! # Reno or CUBIC flows
+//!
+//! The above is MulTCP proper: N virtual *Reno* flows (`multcp_base = 0`,
+//! the default of [`MulTcp`]). With `multcp_base = 1` (the default of
+//! [`super::Priority`], whose p > 0 must match the kernel's default TCP)
+//! the virtual flows are CUBIC flows instead: congestion avoidance, loss
+//! response and timeout are RFC 9438's scaled to N flows
+//! ([`super::cubic`] derives `C_N = N·C`, `β_N = (N − 1 + β)/N` and the
+//! Reno-friendly region of N Reno flows), and the smooth slow start above
+//! is kept. With a deep drop-tail queue the round trip is dominated by the
+//! queue, and CUBIC's clock-driven growth out-runs Reno's per-round-trip
+//! growth: N Reno flows then get less than N CUBIC flows' share.
 
 use braid_core::Instant;
 
+use super::cubic::CubicCore;
 use super::newreno::{f64_to_bytes, Window};
 use super::{Acked, CcError, CongestionController};
 
@@ -44,12 +60,46 @@ use super::{Acked, CcError, CongestionController};
 /// 10 virtual flows; 100 leaves room to experiment.
 pub(super) const MAX_N: f64 = 100.0;
 
+/// Additive increase of N Reno flows, segments per round trip: N, or N²
+/// below one flow (see the module docs). Also the Reno-friendly pace of N
+/// virtual CUBIC flows ([`super::cubic`]).
+pub(super) fn aimd_increase(n: f64) -> f64 {
+    if n >= 1.0 {
+        n
+    } else {
+        n * n
+    }
+}
+
+/// What the N virtual flows are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Base {
+    /// Reno flows: MulTCP / MulTCP2 proper (this module).
+    Reno,
+    /// CUBIC flows (RFC 9438 scaled to N, [`super::cubic`]): what N kernel
+    /// TCP flows are by default.
+    Cubic,
+}
+
+impl Base {
+    /// The `multcp_base` parameter's value.
+    fn value(self) -> f64 {
+        match self {
+            Base::Reno => 0.0,
+            Base::Cubic => 1.0,
+        }
+    }
+}
+
 /// MulTCP's state and rules, applied to a [`Window`] it does not own so
 /// that [`super::Priority`] can hand the same window to LEDBAT and back.
 #[derive(Debug, Clone)]
 pub(super) struct MulTcpCore {
     n: f64,
     multcp2: bool,
+    base: Base,
+    /// The N virtual CUBIC flows' state, used when `base` is CUBIC.
+    cubic: CubicCore,
     /// Smooth slow start bookkeeping, during the initial slow start only.
     smooth: Option<SmoothStart>,
     /// Growth below one byte, kept so that small increments add up.
@@ -57,12 +107,15 @@ pub(super) struct MulTcpCore {
 }
 
 impl MulTcpCore {
-    /// MulTCP2 with `n` virtual flows (callers validate `n`), for a window
-    /// that starts at `initial_window` bytes.
-    pub(super) fn new(n: f64, initial_window: u64) -> Self {
+    /// `n` virtual flows of kind `base` (callers validate `n`; Reno flows
+    /// use the MulTCP2 decrease), for a window that starts at
+    /// `initial_window` bytes.
+    pub(super) fn new(n: f64, initial_window: u64, base: Base) -> Self {
         MulTcpCore {
             n,
             multcp2: true,
+            base,
+            cubic: CubicCore::new(n),
             smooth: Some(SmoothStart {
                 flow_at_round_start: initial_window as f64,
                 round_cwnd: initial_window as f64,
@@ -76,21 +129,20 @@ impl MulTcpCore {
         self.n
     }
 
-    /// Callers validate with [`check_n`].
+    /// Callers validate with [`check_n`]. The window is kept; the next
+    /// increase and decrease use the new N.
     pub(super) fn set_n(&mut self, n: f64) {
         self.n = n;
+        self.cubic.set_n(n);
     }
 
-    /// Additive increase, segments per round trip.
+    /// Additive increase of the Reno base, segments per round trip.
     pub(super) fn increase(&self) -> f64 {
-        if self.n >= 1.0 {
-            self.n
-        } else {
-            self.n * self.n
-        }
+        aimd_increase(self.n)
     }
 
-    /// Multiplicative decrease: the fraction of the window given up on loss.
+    /// Multiplicative decrease of the Reno base: the fraction of the window
+    /// given up on loss.
     pub(super) fn decrease(&self) -> f64 {
         if self.n < 1.0 {
             0.5
@@ -106,10 +158,12 @@ impl MulTcpCore {
     /// in its initial slow start, which then simply continues; otherwise,
     /// if the window is below ssthresh (after a timeout, or a LEDBAT++
     /// slowdown whose window ssthresh remembers) slow start restores it, and
-    /// if not, congestion avoidance starts from the current window.
+    /// if not, congestion avoidance starts from the current window (for
+    /// CUBIC flows a new stage with `K = 0`, RFC 9438 §4.8).
     pub(super) fn enter(&mut self, w: &mut Window, from_slow_start: bool, restoring: bool) {
         self.frac = 0.0;
         self.smooth = None;
+        self.cubic.reset();
         if from_slow_start {
             w.ssthresh = u64::MAX;
         } else if !restoring || w.ssthresh == u64::MAX {
@@ -137,33 +191,51 @@ impl MulTcpCore {
         }
     }
 
-    pub(super) fn on_ack(&mut self, w: &mut Window, acked: &Acked) {
-        let grow = w.on_ack(acked) as f64;
-        if grow <= 0.0 {
+    pub(super) fn on_ack(&mut self, w: &mut Window, now: Instant, acked: &Acked) {
+        let grow = w.on_ack(acked);
+        // CUBIC's clock skips application-limited time (RFC 9438 §5.8).
+        self.cubic.observe(now, acked);
+        if grow == 0 {
             return;
         }
-        let mut rest = grow;
+        let mut rest = grow as f64;
         if w.cwnd < w.ssthresh {
             // Smooth slow start: one extra byte per byte acknowledged while
-            // behind the virtual flows' aggregate.
+            // behind the virtual flows' aggregate. The rounds are counted
+            // whatever N is, so that a raise of N mid-way finds them.
             let cwnd = self.cwnd(w);
             let extra = match self.smooth.as_mut() {
-                Some(s) => s.extra(self.n, cwnd, grow),
+                Some(s) => s.extra(self.n, cwnd, grow as f64),
                 None => 0.0,
             };
-            let room = w.ssthresh as f64 - cwnd;
-            let step = (grow + extra).min(room.max(0.0));
-            self.set_cwnd(w, cwnd + step);
-            // Bytes beyond ssthresh count toward congestion avoidance.
-            rest = (grow - step).max(0.0);
+            if self.n > 1.0 && extra > 0.0 {
+                let room = w.ssthresh as f64 - cwnd;
+                let step = (grow as f64 + extra).min(room.max(0.0));
+                self.set_cwnd(w, cwnd + step);
+                // Bytes beyond ssthresh count toward congestion avoidance.
+                rest = (grow as f64 - step).max(0.0);
+            } else {
+                // One flow's (or no extra) growth: RFC 5681 slow start, the
+                // same integer steps as NewReno and CUBIC.
+                rest = w.slow_start(grow) as f64;
+            }
             if w.cwnd >= w.ssthresh {
                 self.smooth = None;
             }
         }
         if rest > 0.0 && w.cwnd >= w.ssthresh {
-            let cwnd = self.cwnd(w).max(1.0);
-            let smss = w.smss as f64;
-            self.set_cwnd(w, cwnd + self.increase() * smss * rest / cwnd);
+            match self.base {
+                Base::Reno => {
+                    let cwnd = self.cwnd(w).max(1.0);
+                    let smss = w.smss as f64;
+                    self.set_cwnd(w, cwnd + self.increase() * smss * rest / cwnd);
+                }
+                Base::Cubic => {
+                    let rest = f64_to_bytes(rest);
+                    self.cubic
+                        .congestion_avoidance(w, now, rest, acked.rtt.smoothed);
+                }
+            }
         }
     }
 
@@ -175,20 +247,39 @@ impl MulTcpCore {
         lost_bytes: u64,
         persistent: bool,
     ) {
-        if let Some(flight_size) = w.begin_recovery(now, lost_sent_time) {
-            w.reduce_to(flight_size as f64 * (1.0 - self.decrease()));
-            self.frac = 0.0;
-            self.smooth = None;
+        match self.base {
+            Base::Reno => {
+                if let Some(flight_size) = w.begin_recovery(now, lost_sent_time) {
+                    // An application-limited flight keeps the restart
+                    // window (RFC 7661 §4.4, see `Window::reduce_on_loss`).
+                    w.reduce_on_loss(flight_size as f64 * (1.0 - self.decrease()));
+                    self.frac = 0.0;
+                }
+                w.remove_lost(lost_bytes);
+                if persistent {
+                    w.persistent_congestion();
+                    self.frac = 0.0;
+                }
+            }
+            Base::Cubic => {
+                self.cubic
+                    .on_congestion_event(w, now, lost_sent_time, lost_bytes, persistent);
+                self.frac = 0.0;
+            }
         }
-        w.remove_lost(lost_bytes);
-        if persistent {
-            w.persistent_congestion();
-            self.frac = 0.0;
+        if w.ssthresh != u64::MAX {
+            // The initial slow start is over.
+            self.smooth = None;
         }
     }
 
     pub(super) fn on_timeout(&mut self, w: &mut Window, now: Instant) {
-        w.on_timeout(now, 1.0 - self.decrease());
+        match self.base {
+            Base::Reno => {
+                w.on_timeout(now, 1.0 - self.decrease());
+            }
+            Base::Cubic => self.cubic.on_timeout(w, now),
+        }
         self.frac = 0.0;
         self.smooth = None;
     }
@@ -207,6 +298,27 @@ impl MulTcpCore {
                     expected: "1 (MulTCP2 loss response, Nabeshima et al.) or 0 (original MulTCP)",
                 })
             }),
+            "multcp_base" => Some(if value == 0.0 || value == 1.0 {
+                let base = if value == 1.0 {
+                    Base::Cubic
+                } else {
+                    Base::Reno
+                };
+                if base != self.base {
+                    // CUBIC takes over a window Reno grew like any other
+                    // controller's; Reno needs no state.
+                    self.base = base;
+                    self.cubic.reset();
+                    self.frac = 0.0;
+                }
+                Ok(())
+            } else {
+                Err(CcError::OutOfRange {
+                    name: "multcp_base",
+                    value,
+                    expected: "0 (N virtual Reno flows: MulTCP) or 1 (N virtual CUBIC flows)",
+                })
+            }),
             _ => None,
         }
     }
@@ -217,6 +329,11 @@ impl MulTcpCore {
         } else {
             0.0
         }
+    }
+
+    /// The `multcp_base` parameter: 0 = Reno flows, 1 = CUBIC flows.
+    pub(super) fn base(&self) -> f64 {
+        self.base.value()
     }
 }
 
@@ -270,7 +387,10 @@ pub(super) fn check_n(name: &'static str, value: f64) -> Result<f64, CcError> {
 /// Parameters ([`CongestionController::set_parameter`]):
 /// - `n`: number of virtual flows, a real in (0, 100], default 1;
 /// - `multcp2`: 1 = MulTCP2 decrease `2/(3N+1)` (default), 0 = original
-///   MulTCP `1/(2N)`;
+///   MulTCP `1/(2N)` (Reno flows only);
+/// - `multcp_base`: 0 = N virtual Reno flows (MulTCP, default), 1 = N
+///   virtual CUBIC flows (RFC 9438 scaled to N: `C_N = N·C`, `β_N = (N − 1 + β)/N`; see
+///   the `cubic` module docs; N = 1 is [`super::Cubic`]);
 /// - `min_window`: floor of every reduction in bytes, in `[SMSS, 2^30]`,
 ///   default 2·SMSS.
 ///
@@ -287,6 +407,16 @@ pub(super) fn check_n(name: &'static str, value: f64) -> Result<f64, CcError> {
 /// assert_eq!(cc.window(), 80_000);
 /// assert!(MulTcp::new(1000, 10_000, 0.0).is_err());
 /// cc.set_parameter("n", 2.5).unwrap();
+///
+/// // N = 3 CUBIC flows: one of them keeps β = 0.7 of its third, so the
+/// // aggregate keeps β_N = (N − 1 + β)/N = 0.9.
+/// let mut cc = MulTcp::new(1000, 100 * 1000, 3.0).unwrap();
+/// cc.set_parameter("multcp_base", 1.0).unwrap();
+/// for i in 1..=100 {
+///     cc.on_sent(Instant::ZERO, 1000, i * 1000);
+/// }
+/// cc.on_congestion_event(Instant::from_micros(50_000), Instant::ZERO, 1000, false);
+/// assert!(cc.window().abs_diff(90_000) <= 1);
 /// ```
 #[derive(Debug, Clone)]
 pub struct MulTcp {
@@ -301,7 +431,7 @@ impl MulTcp {
     pub fn new(max_datagram_size: u64, initial_window: u64, n: f64) -> Result<Self, CcError> {
         let n = check_n("n", n)?;
         let window = Window::new(max_datagram_size, initial_window);
-        let core = MulTcpCore::new(n, window.cwnd);
+        let core = MulTcpCore::new(n, window.cwnd, Base::Reno);
         Ok(MulTcp { window, core })
     }
 
@@ -323,11 +453,11 @@ impl CongestionController for MulTcp {
     }
 
     fn on_sent(&mut self, _now: Instant, _bytes: u64, bytes_in_flight: u64) {
-        self.window.set_flight(bytes_in_flight);
+        self.window.on_sent(bytes_in_flight);
     }
 
-    fn on_ack(&mut self, _now: Instant, acked: &Acked) {
-        self.core.on_ack(&mut self.window, acked);
+    fn on_ack(&mut self, now: Instant, acked: &Acked) {
+        self.core.on_ack(&mut self.window, now, acked);
     }
 
     fn on_ack_end(&mut self, _now: Instant, bytes_in_flight: u64) {
@@ -373,7 +503,7 @@ impl CongestionController for MulTcp {
                 Err(CcError::UnknownParameter {
                     controller: "multcp",
                     name: name.to_string(),
-                    known: "n, multcp2, min_window".to_string(),
+                    known: "n, multcp2, multcp_base, min_window".to_string(),
                 })
             }),
         }
@@ -383,6 +513,7 @@ impl CongestionController for MulTcp {
         vec![
             ("n", self.core.n()),
             ("multcp2", self.core.multcp2()),
+            ("multcp_base", self.core.base()),
             ("min_window", self.window.min_window as f64),
         ]
     }
@@ -393,6 +524,7 @@ mod tests {
     use super::super::newreno::test_support::{self, acked, ms, round, send, SMSS};
     use super::*;
     use proptest::prelude::*;
+    use std::time::Duration;
 
     const S: u64 = SMSS;
 
@@ -411,12 +543,12 @@ mod tests {
         let p = 1e-3;
         let tcp = aimd_mean_window(1.0, 0.5, p);
         for n in [0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 10.0] {
-            let core = MulTcpCore::new(n, 0);
+            let core = MulTcpCore::new(n, 0, Base::Reno);
             let ratio = aimd_mean_window(core.increase(), core.decrease(), p) / tcp;
             assert!((ratio - n).abs() < 1e-9, "N = {n}: ratio {ratio}");
         }
         // The original MulTCP overshoots, up to √(4/3) for large N.
-        let mut original = MulTcpCore::new(10.0, 0);
+        let mut original = MulTcpCore::new(10.0, 0, Base::Reno);
         original.multcp2 = false;
         let ratio = aimd_mean_window(original.increase(), original.decrease(), p) / tcp;
         assert!(
@@ -428,7 +560,7 @@ mod tests {
     #[test]
     fn decrease_factors() {
         let b = |n: f64, multcp2: bool| {
-            let mut c = MulTcpCore::new(n, 0);
+            let mut c = MulTcpCore::new(n, 0, Base::Reno);
             c.multcp2 = multcp2;
             c.decrease()
         };
@@ -437,7 +569,7 @@ mod tests {
         assert_eq!(b(4.0, true), 2.0 / 13.0);
         assert_eq!(b(2.0, false), 0.25);
         assert_eq!(b(0.5, true), 0.5);
-        assert_eq!(MulTcpCore::new(0.5, 0).increase(), 0.25);
+        assert_eq!(MulTcpCore::new(0.5, 0, Base::Reno).increase(), 0.25);
     }
 
     #[test]
@@ -472,9 +604,91 @@ mod tests {
         assert_eq!(cc.window(), 50 * S);
         assert!(cc.in_recovery());
         cc.set_parameter("multcp2", 0.0).unwrap();
-        send(&mut cc, t(20), 40);
+        send(&mut cc, t(20), 50);
         cc.on_congestion_event(t(70), t(20), S, false);
-        assert_eq!(cc.window(), 30 * S); // 40·(1 − 1/4)
+        assert_eq!(cc.window(), 75 * S / 2); // 50·(1 − 1/4)
+    }
+
+    /// RFC 7661 §4.4: a flight that never filled the window keeps the
+    /// restart window min(IW, cwnd) (ssthresh is cut as usual).
+    #[test]
+    fn app_limited_flight_keeps_the_restart_window() {
+        let mut cc = MulTcp::new(S, 10 * S, 2.0).unwrap();
+        send(&mut cc, t(0), 3);
+        cc.on_congestion_event(t(50), t(0), S, false);
+        assert_eq!(cc.window(), 10 * S);
+        assert_eq!(cc.ssthresh(), 3 * S * 5 / 7); // 1 − 2/7 of the flight
+    }
+
+    /// Test driver for the CUBIC base: one of a few kinds of event.
+    fn step(cc: &mut dyn CongestionController, now: &mut Instant, kind: u8, x: u64) {
+        let rtt = ms(1 + x % 300);
+        match kind % 7 {
+            0 | 1 => *now = round(cc, *now, rtt, false),
+            2 => *now = round(cc, *now, rtt, true),
+            3 => {
+                let n = (cc.window() / S).max(1);
+                send(cc, *now, n - x % n);
+                *now += rtt;
+                cc.on_congestion_event(*now, *now - rtt, S, x.is_multiple_of(13));
+            }
+            4 => cc.on_retransmission_timeout(*now),
+            5 => *now += Duration::from_millis(x % 5000),
+            _ => {
+                // Part of a round, acknowledged late.
+                send(cc, *now, 1 + x % 5);
+                *now += rtt;
+                for _ in 0..1 + x % 5 {
+                    cc.on_ack(*now, &acked(*now - rtt, S, rtt, false));
+                }
+                cc.on_ack_end(*now, 0);
+            }
+        }
+    }
+
+    /// Reno-based MulTCP(2) grows two segments per round trip from the
+    /// same window that CUBIC-based MulTCP(2) reduced less.
+    #[test]
+    fn cubic_base_reduces_by_beta_n_and_grows_with_time() {
+        let mut reno = MulTcp::new(S, 100 * S, 2.0).unwrap();
+        let mut cubic = MulTcp::new(S, 100 * S, 2.0).unwrap();
+        cubic.set_parameter("multcp_base", 1.0).unwrap();
+        assert_eq!(cubic.parameters()[2], ("multcp_base", 1.0));
+        for cc in [&mut reno, &mut cubic] {
+            send(cc, t(0), 100);
+            cc.on_congestion_event(t(10), t(0), S, false);
+        }
+        assert_eq!(reno.window() / S, 71); // 1 − 2/7
+        assert!(cubic.window().abs_diff(85 * S) <= 1); // β_N = 0.85
+                                                       // Behind a deep queue (1 s round trips) the CUBIC flows grow with
+                                                       // the clock, the Reno flows by 2 segments per round trip.
+        let (mut a, mut b) = (t(20), t(20));
+        for _ in 0..8 {
+            a = round(&mut reno, a, ms(1000), false);
+            b = round(&mut cubic, b, ms(1000), false);
+        }
+        let reno_segments = reno.window() / S;
+        assert!((86..=87).contains(&reno_segments), "{reno_segments}");
+        assert!(cubic.window() > 100 * S, "{}", cubic.window() / S);
+    }
+
+    proptest! {
+        /// One virtual CUBIC flow is RFC 9438 CUBIC, step for step.
+        #[test]
+        fn one_cubic_flow_is_cubic(
+            iw in 2u64..200,
+            steps in prop::collection::vec((any::<u8>(), any::<u64>()), 0..60),
+        ) {
+            let mut m = MulTcp::new(S, iw * S, 1.0).unwrap();
+            m.set_parameter("multcp_base", 1.0).unwrap();
+            let mut c = super::super::Cubic::new(S, iw * S);
+            let (mut tm, mut tc) = (t(1), t(1));
+            for &(kind, x) in &steps {
+                step(&mut m, &mut tm, kind, x);
+                step(&mut c, &mut tc, kind, x);
+                prop_assert_eq!((m.window(), m.ssthresh()), (c.window(), c.ssthresh()), "after {:?}", (kind, x));
+            }
+        }
     }
 
     #[test]
@@ -529,6 +743,7 @@ mod tests {
             ("n", -1.0),
             ("n", f64::INFINITY),
             ("multcp2", 0.5),
+            ("multcp_base", 2.0),
         ] {
             let before = cc.parameters();
             let err = cc.set_parameter(name, bad).unwrap_err();
@@ -539,11 +754,16 @@ mod tests {
             .set_parameter("priority", 1.0)
             .unwrap_err()
             .to_string()
-            .contains("n, multcp2, min_window"));
+            .contains("n, multcp2, multcp_base, min_window"));
         cc.set_parameter("n", 2.5).unwrap();
         assert_eq!(
             cc.parameters(),
-            vec![("n", 2.5), ("multcp2", 1.0), ("min_window", (2 * S) as f64)]
+            vec![
+                ("n", 2.5),
+                ("multcp2", 1.0),
+                ("multcp_base", 0.0),
+                ("min_window", (2 * S) as f64)
+            ]
         );
     }
 

@@ -4,7 +4,15 @@
 //! - p = 0: less than best effort, [LEDBAT](super::Ledbat) (fill the link,
 //!   keep the queuing delay near the target, yield to everything else);
 //! - p > 0: [MulTCP](super::MulTcp) with N = p virtual flows (p = 1 is one
-//!   TCP flow, p = 2 takes the share of two).
+//!   TCP flow, p = 2 takes the share of two). By default the virtual flows
+//!   are CUBIC flows (`multcp_base = 1`: RFC 9438 scaled to N flows, see
+//!   [`super::cubic`]; p = 1 is exactly [`super::Cubic`]), because the TCP
+//!   that p is measured against is the kernel's default, CUBIC: behind a
+//!   deep drop-tail queue CUBIC's clock-driven growth out-runs N Reno
+//!   flows' per-round-trip growth (DTL Fig. 6's 200 ms buffer: Reno-based
+//!   MulTCP(1) got 0.67 of a CUBIC flow's throughput). `multcp_base = 0`
+//!   selects MulTCP proper (N Reno flows, MulTCP2 decrease), to compete with
+//!   Reno.
 //!
 //! Both controllers drive one shared [`Window`] (congestion window,
 //! ssthresh, recovery period, FlightSize), so a switch keeps the current
@@ -31,7 +39,7 @@ use std::time::Duration;
 use braid_core::Instant;
 
 use super::ledbat::{LedbatCore, LedbatVariant, Phase, LEDBAT_PARAMETERS};
-use super::multcp::{self, MulTcpCore};
+use super::multcp::{self, Base, MulTcpCore};
 use super::newreno::Window;
 use super::{Acked, CcError, CongestionController};
 
@@ -51,7 +59,9 @@ pub enum PriorityMode {
 ///   N = p;
 /// - LEDBAT's `target_ms`, `gain`, `beta`, `delay_beta`, `base_history`,
 ///   `current_filter`, `initial_slowdown`, `ss_exit`, `variant` (see [`super::Ledbat`]);
-/// - MulTCP's `multcp2` (see [`super::MulTcp`]);
+/// - MulTCP's `multcp2` and `multcp_base` (see [`super::MulTcp`]):
+///   `multcp_base` 1 = N virtual CUBIC flows (default), 0 = N virtual Reno
+///   flows;
 /// - `min_window`: floor in bytes, in `[SMSS, 2^30]`, default 2·SMSS.
 ///
 /// ```
@@ -63,15 +73,18 @@ pub enum PriorityMode {
 /// for i in 1..=100 {
 ///     cc.on_sent(Instant::ZERO, 1000, i * 1000);
 /// }
+/// // p = 1 is one CUBIC flow: a loss keeps β = 0.7 of the flight.
 /// cc.on_congestion_event(Instant::from_micros(50_000), Instant::ZERO, 1000, false);
-/// assert_eq!(cc.window(), 50_000);
+/// assert_eq!(cc.window(), 70_000);
 /// // Down to less than best effort and up to two flows' share: the window
 /// // survives both switches.
 /// cc.set_parameter("priority", 0.0).unwrap();
-/// assert_eq!((cc.mode(), cc.window()), (PriorityMode::Ledbat, 50_000));
+/// assert_eq!((cc.mode(), cc.window()), (PriorityMode::Ledbat, 70_000));
 /// cc.set_priority(2.0).unwrap();
-/// assert_eq!((cc.mode(), cc.window()), (PriorityMode::MulTcp(2.0), 50_000));
+/// assert_eq!((cc.mode(), cc.window()), (PriorityMode::MulTcp(2.0), 70_000));
 /// assert!(cc.set_priority(-1.0).is_err());
+/// // N virtual Reno flows (MulTCP proper) instead of CUBIC flows.
+/// cc.set_parameter("multcp_base", 0.0).unwrap();
 /// ```
 #[derive(Debug, Clone)]
 pub struct Priority {
@@ -90,7 +103,7 @@ impl Priority {
     /// minimum if smaller).
     pub fn new(max_datagram_size: u64, initial_window: u64) -> Self {
         let window = Window::new(max_datagram_size, initial_window);
-        let multcp = MulTcpCore::new(1.0, window.cwnd);
+        let multcp = MulTcpCore::new(1.0, window.cwnd, Base::Cubic);
         Priority {
             window,
             ledbat: LedbatCore::new(LedbatVariant::Rfc6817),
@@ -165,7 +178,7 @@ impl CongestionController for Priority {
     }
 
     fn on_sent(&mut self, _now: Instant, _bytes: u64, bytes_in_flight: u64) {
-        self.window.set_flight(bytes_in_flight);
+        self.window.on_sent(bytes_in_flight);
     }
 
     fn on_ack(&mut self, now: Instant, acked: &Acked) {
@@ -173,7 +186,7 @@ impl CongestionController for Priority {
             PriorityMode::Ledbat => self.ledbat.on_ack(&mut self.window, now, acked),
             PriorityMode::MulTcp(_) => {
                 self.ledbat.observe(now, acked);
-                self.multcp.on_ack(&mut self.window, acked);
+                self.multcp.on_ack(&mut self.window, now, acked);
             }
         }
     }
@@ -238,7 +251,9 @@ impl CongestionController for Priority {
                     Err(CcError::UnknownParameter {
                         controller: "priority",
                         name: name.to_string(),
-                        known: format!("priority, {LEDBAT_PARAMETERS}, multcp2, min_window"),
+                        known: format!(
+                            "priority, {LEDBAT_PARAMETERS}, multcp2, multcp_base, min_window"
+                        ),
                     })
                 }),
         }
@@ -248,6 +263,7 @@ impl CongestionController for Priority {
         let mut p = vec![("priority", self.priority)];
         p.extend(self.ledbat.parameters());
         p.push(("multcp2", self.multcp.multcp2()));
+        p.push(("multcp_base", self.multcp.base()));
         p.push(("min_window", self.window.min_window as f64));
         p
     }
@@ -256,7 +272,7 @@ impl CongestionController for Priority {
 #[cfg(test)]
 mod tests {
     use super::super::newreno::test_support::{self, ms, SMSS};
-    use super::super::{Ledbat, MulTcp, RttEstimate};
+    use super::super::{Cubic, Ledbat, MulTcp, RttEstimate};
     use super::*;
     use proptest::prelude::*;
 
@@ -321,23 +337,45 @@ mod tests {
             drive(&mut p, &mut t(1000), 300),
             drive(&mut l, &mut t(1000), 300)
         );
-        for n in [0.5, 1.0, 2.0, 3.5] {
-            let mut p = Priority::with_priority(S, 10 * S, n).unwrap();
-            let mut m = MulTcp::new(S, 10 * S, n).unwrap();
-            assert_eq!(
-                drive(&mut p, &mut t(1000), 300),
-                drive(&mut m, &mut t(1000), 300),
-                "N = {n}"
-            );
+        for base in [0.0, 1.0] {
+            for n in [0.5, 1.0, 2.0, 3.5] {
+                let mut p = Priority::with_priority(S, 10 * S, n).unwrap();
+                p.set_parameter("multcp_base", base).unwrap();
+                let mut m = MulTcp::new(S, 10 * S, n).unwrap();
+                m.set_parameter("multcp_base", base).unwrap();
+                assert_eq!(
+                    drive(&mut p, &mut t(1000), 300),
+                    drive(&mut m, &mut t(1000), 300),
+                    "N = {n}, base {base}"
+                );
+            }
         }
     }
 
+    /// By default p = 1 is the kernel's default TCP, CUBIC (RFC 9438),
+    /// step for step.
+    #[test]
+    fn priority_one_is_cubic() {
+        let mut p = Priority::new(S, 10 * S);
+        assert!(p.parameters().contains(&("multcp_base", 1.0)));
+        let mut c = Cubic::new(S, 10 * S);
+        let (wp, wc) = (
+            drive(&mut p, &mut t(1000), 400),
+            drive(&mut c, &mut t(1000), 400),
+        );
+        assert_eq!(wp, wc);
+        // The scripted path overflows: the run went through losses.
+        assert!(p.ssthresh() < u64::MAX);
+    }
+
     /// DTL item 3: a switch keeps the window; no restart from the initial
-    /// window, no collapse.
+    /// window, no collapse. Reno flows (MulTCP), whose growth per round
+    /// trip is exact.
     #[test]
     fn switches_keep_the_window() {
         let clock = &mut t(1000);
         let mut cc = Priority::with_priority(S, 10 * S, 0.0).unwrap();
+        cc.set_parameter("multcp_base", 0.0).unwrap();
         let before = drive(&mut cc, clock, 100);
         let w = *before.last().unwrap();
         // LEDBAT fills the pipe (40 segments) and keeps the queue below
@@ -379,6 +417,34 @@ mod tests {
         assert!(after[0] < w, "{after:?} from {w}");
         let settled = *after.last().unwrap();
         assert!(settled > 30 * S && settled < 145 * S, "{after:?}");
+    }
+
+    /// The same with CUBIC flows (the default): each switch keeps the
+    /// window, congestion avoidance goes on from it, and p = 2 grows faster
+    /// than p = 1 from the same state.
+    #[test]
+    fn switches_keep_the_window_with_cubic_flows() {
+        let clock = &mut t(1000);
+        let mut cc = Priority::with_priority(S, 10 * S, 0.0).unwrap();
+        drive(&mut cc, clock, 100);
+        let w = cc.window();
+        let grown: Vec<u64> = [1.0, 2.0]
+            .iter()
+            .map(|&p| {
+                let mut cc = cc.clone();
+                let clock = &mut clock.clone();
+                cc.set_priority(p).unwrap();
+                assert_eq!((cc.window(), cc.ssthresh()), (w, w));
+                assert!(!cc.in_slow_start());
+                let after = drive(&mut cc, clock, 20);
+                assert!(after.windows(2).all(|p| p[1] > p[0]), "{after:?}");
+                let w2 = cc.window();
+                cc.set_priority(0.0).unwrap();
+                assert_eq!(cc.window(), w2);
+                w2 - w
+            })
+            .collect();
+        assert!(grown[1] > grown[0] * 3 / 2, "{grown:?}");
     }
 
     #[test]
@@ -444,7 +510,7 @@ mod tests {
         Set(usize, f64),
     }
 
-    const NAMES: [&str; 10] = [
+    const NAMES: [&str; 11] = [
         "target_ms",
         "gain",
         "beta",
@@ -453,6 +519,7 @@ mod tests {
         "current_filter",
         "variant",
         "multcp2",
+        "multcp_base",
         "min_window",
         "bogus",
     ];

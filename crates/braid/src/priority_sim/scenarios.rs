@@ -73,9 +73,18 @@ impl ScenarioOptions {
     }
 
     /// DTL's priority controller at priority `p`, with the extra
-    /// parameters.
+    /// parameters. Its p > 0 flows are virtual flows of the competing TCP's
+    /// kind (`multcp_base`: Reno flows against NewReno, CUBIC flows against
+    /// CUBIC), so that p = N means N of *those* flows; an explicit
+    /// `multcp_base` in the extra parameters comes later and wins.
     fn dtl(&self, label: &str, p: f64, start: Duration) -> FlowSpec {
         let mut f = FlowSpec::dtl(label, p, start);
+        let base = if self.tcp == CcAlgorithm::NewReno {
+            0.0
+        } else {
+            1.0
+        };
+        f.params.push(("multcp_base".to_string(), base));
         f.params.extend(self.dtl_params.iter().cloned());
         f
     }
