@@ -100,9 +100,14 @@ fn draw_lines(path: &Path, c: &LineChart) -> Result<(), Box<dyn std::error::Erro
     let mut chart = frame(&root, &c.title).build_cartesian_2d(padded(x_min, x_max), padded(0.0, y_max))?;
     chart.configure_mesh().x_desc(c.x_label.as_str()).y_desc(c.y_label.as_str()).draw()?;
     let y_top = padded(0.0, y_max).end;
-    for (x, label) in &c.markers {
+    for (i, (x, label)) in c.markers.iter().enumerate() {
         chart.draw_series(LineSeries::new([(*x, 0.0), (*x, y_top)], BLACK.mix(0.35).stroke_width(1)))?;
-        chart.draw_series([Text::new(label.clone(), (*x, y_top * 0.97), ("sans-serif", 14))])?;
+        // Labels of markers at (nearly) the same x (several flows
+        // switching at once) are stacked downwards instead of printed over each other.
+        let near = (x_max - x_min).abs() * 0.02;
+        let same_x_before = c.markers[..i].iter().filter(|(x0, _)| (x0 - x).abs() <= near).count();
+        let y = y_top * (0.97 - 0.045 * same_x_before as f64);
+        chart.draw_series([Text::new(label.clone(), (*x, y), ("sans-serif", 14))])?;
     }
     for (i, s) in c.series.iter().enumerate() {
         let style = colour(i).stroke_width(2);
