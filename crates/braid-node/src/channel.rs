@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::notify::Notifier;
-use crate::stats::{bump, Counters};
+use crate::stats::{bump, Counters, TransportCounters};
 use crate::{FailReason, Transport};
 
 /// Resolves, with a reason, once the transport saw the connection die.
@@ -236,6 +236,27 @@ impl Awaiting {
 /// them (neither Braid's counters nor `TCP_INFO` notify changes).
 const ACK_POLL: Duration = Duration::from_millis(2);
 
+/// Book a message the link took: the transport's counters, the
+/// cumulative transport byte count, the `sent` notification, and (when
+/// the link reports acknowledgements) its place among those awaiting one.
+fn record_sent<L: Link>(
+    link: &L,
+    tc: Option<&TransportCounters>,
+    len: usize,
+    mut notifier: Notifier,
+    sent_bytes: &mut u64,
+    awaiting: &mut Awaiting,
+) {
+    if let Some(tc) = tc {
+        tc.on_sent(len);
+    }
+    *sent_bytes += link.cost(len);
+    notifier.sent();
+    if link.acked().is_some() && notifier.is_wanted() {
+        awaiting.0.push_back((*sent_bytes, notifier));
+    }
+}
+
 async fn run<L: Link, F>(
     env: ChannelEnv,
     key: Key,
@@ -280,20 +301,11 @@ async fn run<L: Link, F>(
                 return;
             }
             m = rx.recv() => {
-                let Some(mut out) = m else { break };
+                let Some(out) = m else { break };
                 pending.fetch_sub(1, Ordering::AcqRel);
                 let len = out.frame.frame_len();
                 match send_polling(&mut link, &probe, &out.frame, &mut awaiting, &mut poll).await {
-                    Ok(()) => {
-                        if let Some(tc) = tc {
-                            tc.on_sent(len);
-                        }
-                        sent_bytes += link.cost(len);
-                        out.notifier.sent();
-                        if link.acked().is_some() && out.notifier.is_wanted() {
-                            awaiting.0.push_back((sent_bytes, out.notifier));
-                        }
-                    }
+                    Ok(()) => record_sent(&link, tc, len, out.notifier, &mut sent_bytes, &mut awaiting),
                     Err(reason) => {
                         bump(&counters.messages_failed);
                         out.notifier.failed(FailReason::ConnectionLost(reason.clone()));
@@ -324,19 +336,10 @@ async fn run<L: Link, F>(
     }
     // Closing: what is still queued (only possible at shutdown) is sent
     // first, then the connection is closed gracefully.
-    while let Ok(mut out) = rx.try_recv() {
+    while let Ok(out) = rx.try_recv() {
         let len = out.frame.frame_len();
         match link.send(&out.frame).await {
-            Ok(()) => {
-                if let Some(tc) = tc {
-                    tc.on_sent(len);
-                }
-                sent_bytes += link.cost(len);
-                out.notifier.sent();
-                if link.acked().is_some() && out.notifier.is_wanted() {
-                    awaiting.0.push_back((sent_bytes, out.notifier));
-                }
-            }
+            Ok(()) => record_sent(&link, tc, len, out.notifier, &mut sent_bytes, &mut awaiting),
             Err(reason) => {
                 bump(&counters.messages_failed);
                 out.notifier.failed(FailReason::ConnectionLost(reason.clone()));

@@ -43,8 +43,8 @@ pub enum NodeError {
     /// Braid's endpoint could not start.
     #[error("cannot start Braid's endpoint: {0}")]
     Braid(#[from] braid_net::NetError),
-    /// The transport cannot be enabled (Exon is not built yet; `Data` is
-    /// a pseudo-transport handled by the DATA interceptor).
+    /// The transport cannot be a listening transport (`Data` is a
+    /// pseudo-transport handled by the DATA interceptor).
     #[error("transport {transport} cannot be enabled: {reason}")]
     TransportUnavailable {
         /// The transport.
