@@ -2,11 +2,25 @@
 //! [`ExonNode`].
 //!
 //! Owns: the socket, the driver task, the mapping of protocol time to the
-//! monotonic clock, the durable clock's fsyncs (off the driver task), and
-//! the async API: [`ExonSocket::send`] (waits while the peer's window is
-//! full: backpressure), [`ExonSocket::next_outcome`] (one
-//! [`Outcome`] per [`MessageId`] once acknowledged, or in doubt after a
-//! restart of the peer) and [`ExonSocket::recv`].
+//! monotonic clock, the durable clock's fsyncs and the journal's group
+//! commits (both off the driver task), and the async API:
+//! [`ExonSocket::send`] (waits while the peer's window is full:
+//! backpressure; with a journal, returns once the message is durable),
+//! [`ExonSocket::next_outcome`] (one [`Outcome`] per [`MessageId`] once
+//! acknowledged, or in doubt after a restart of a peer that keeps no
+//! journal) and [`ExonSocket::recv`].
+//!
+//! # Durability
+//!
+//! With [`SocketConfig::journal`] set, the node's sender and receiver
+//! records live in a [`FileJournal`] next to the clock file (see
+//! [`braid_exon::journal`]): every accepted message is delivered exactly
+//! once even if either process crashes and restarts with the same files.
+//! The driver commits everything one wake-up changed with one append and
+//! one fsync, and lets out the frames, replies and messages that depend on
+//! it only afterwards; it rewrites the journal as a checkpoint when it has
+//! grown to twice the last checkpoint (and at least
+//! [`SocketConfig::compact_bytes`]).
 //!
 //! Must not depend on: protocol logic (all of it is in `braid-exon`),
 //! `braid-net` (patterns only), the facade.
@@ -34,7 +48,10 @@ use std::sync::{Arc, Mutex};
 
 use braid_core::Instant;
 use braid_exon::clock::{ClockStore, ClockStoreError, FileClockStore, MemClockStore};
-use braid_exon::{Event, ExonNode, MessageId, NodeConfig, NodeId, NodeStats, SendError};
+use braid_exon::journal::{FileJournal, JournalError, JournalStore, Record};
+use braid_exon::{
+    Event, ExonNode, MessageId, NodeConfig, NodeId, NodeStats, RestoreError, SendError,
+};
 use bytes::Bytes;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
@@ -51,12 +68,30 @@ pub enum ClockFile {
 }
 
 /// Configuration of an [`ExonSocket`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SocketConfig {
     /// The protocol and transmitter settings.
     pub node: NodeConfig,
     /// The durable clock.
     pub clock: ClockFile,
+    /// The durable journal of sender and receiver records: with it, a
+    /// crash of this process loses and duplicates nothing (restart with
+    /// the same clock and journal files). `None`: only the clock is
+    /// durable, and messages a crash catches unacknowledged end in doubt.
+    pub journal: Option<PathBuf>,
+    /// Smallest journal worth compacting, in bytes.
+    pub compact_bytes: u64,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        SocketConfig {
+            node: NodeConfig::default(),
+            clock: ClockFile::default(),
+            journal: None,
+            compact_bytes: 64 << 20,
+        }
+    }
 }
 
 /// What became of a message.
@@ -78,6 +113,12 @@ pub enum Error {
     /// The clock file could not be read or written.
     #[error(transparent)]
     Clock(#[from] ClockStoreError),
+    /// The journal file could not be read or written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The journal does not replay (another node's, or damaged).
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
     /// The message was refused.
     #[error(transparent)]
     Send(SendError),
@@ -92,6 +133,10 @@ const BATCH: usize = 64;
 
 /// Where the driver answers a send.
 type Reply = oneshot::Sender<Result<MessageId, SendError>>;
+
+/// A group commit's outcome: the journal position made durable, and the
+/// journal's size when it was a checkpoint.
+type CommitResult = Result<(u64, Option<u64>), JournalError>;
 
 enum Command {
     Send {
@@ -126,6 +171,17 @@ impl ExonSocket {
             ClockFile::Path(p) => Box::new(FileClockStore::new(p)),
         };
         let clock = store.load()?;
+        let mut node_cfg = cfg.node.clone();
+        let (node, journal) = match &cfg.journal {
+            Some(path) => {
+                node_cfg.machine.journal = true;
+                let mut j = FileJournal::new(path);
+                let records = j.load()?;
+                let node = ExonNode::restore(node_cfg, id, clock, records, Instant::ZERO)?;
+                (node, Some(Arc::new(Mutex::new(j))))
+            }
+            None => (ExonNode::new(node_cfg, id, clock), None),
+        };
         let socket = UdpSocket::bind(addr).await?;
         let local = socket.local_addr()?;
         let (commands, command_rx) = mpsc::unbounded_channel();
@@ -134,10 +190,16 @@ impl ExonSocket {
         let stats = Arc::new(Mutex::new(NodeStats::default()));
         let driver = Driver {
             stats: stats.clone(),
-            node: ExonNode::new(cfg.node, id, clock),
+            node,
             socket,
             epoch: tokio::time::Instant::now(),
             store: Arc::new(Mutex::new(store)),
+            journal,
+            compact_bytes: cfg.compact_bytes,
+            last_checkpoint: 0,
+            durable: 0,
+            unconfirmed_sends: VecDeque::new(),
+            unconfirmed_received: VecDeque::new(),
             commands: command_rx,
             received: received_tx,
             outcomes: outcome_tx,
@@ -173,7 +235,8 @@ impl ExonSocket {
     }
 
     /// Sends `data` to `peer` exactly once. Waits while the window of
-    /// unacknowledged messages to `peer` is full.
+    /// unacknowledged messages to `peer` is full and, with a journal, until
+    /// the message is durable (accepted).
     pub async fn send(&self, peer: NodeId, data: Bytes) -> Result<MessageId, Error> {
         let (reply, rx) = oneshot::channel();
         self.commands
@@ -226,6 +289,17 @@ struct Driver {
     outcomes: mpsc::UnboundedSender<(MessageId, Outcome)>,
     /// Sends waiting for room in their peer's window, in order.
     parked: VecDeque<(NodeId, Bytes, Reply)>,
+    /// The journal, when kept.
+    journal: Option<Arc<Mutex<FileJournal>>>,
+    compact_bytes: u64,
+    /// Journal size right after the last checkpoint.
+    last_checkpoint: u64,
+    /// Journal position known durable.
+    durable: u64,
+    /// Accepted sends whose journal position is not durable yet.
+    unconfirmed_sends: VecDeque<(u64, MessageId, Reply)>,
+    /// Received messages whose `Taken` is not durable yet.
+    unconfirmed_received: VecDeque<(u64, NodeId, Bytes)>,
     /// Where [`ExonSocket::stats`] reads the counters.
     stats: Arc<Mutex<NodeStats>>,
 }
@@ -250,10 +324,80 @@ impl Driver {
         }
         match self.node.send(now, peer, data.clone()) {
             Err(SendError::WindowFull(_)) => self.parked.push_back((peer, data, reply)),
+            r => self.answer(r, reply),
+        }
+    }
+
+    /// Answers a send: at once, or once its journal position is durable.
+    fn answer(&mut self, r: Result<MessageId, SendError>, reply: Reply) {
+        let seq = self.node.journal_seq();
+        match r {
+            Ok(id) if seq > self.durable => self.unconfirmed_sends.push_back((seq, id, reply)),
             r => {
                 let _ = reply.send(r);
             }
         }
+    }
+
+    /// The journal is durable up to `seq`: answer the sends and hand over
+    /// the messages that waited for it.
+    fn confirmed(&mut self, seq: u64) {
+        self.durable = self.durable.max(seq);
+        self.node.journal_persisted(seq);
+        while self
+            .unconfirmed_sends
+            .front()
+            .is_some_and(|u| u.0 <= self.durable)
+        {
+            let (_, id, reply) = self.unconfirmed_sends.pop_front().expect("checked");
+            let _ = reply.send(Ok(id));
+        }
+        while self
+            .unconfirmed_received
+            .front()
+            .is_some_and(|u| u.0 <= self.durable)
+        {
+            let (_, from, data) = self.unconfirmed_received.pop_front().expect("checked");
+            let _ = self.received.send((from, data));
+        }
+    }
+
+    /// Starts a group commit (or, when the journal has grown, a
+    /// checkpoint) off the driver task, if one is due.
+    /// Returns whether one started.
+    fn start_commit(&mut self, done: &mpsc::UnboundedSender<CommitResult>) -> bool {
+        let Some(journal) = self.journal.clone() else {
+            return false;
+        };
+        let mut records: Vec<Record> = Vec::new();
+        let (records, checkpoint) = match self.node.take_journal(&mut records) {
+            Some(_) => (records, false),
+            None => {
+                let size = journal.lock().map(|j| j.size()).unwrap_or(0);
+                let due = size >= self.compact_bytes.max(2 * self.last_checkpoint);
+                match self.node.checkpoint().filter(|_| due) {
+                    Some(records) => (records, true),
+                    None => return false,
+                }
+            }
+        };
+        let seq = self.node.journal_seq();
+        let tx = done.clone();
+        tokio::task::spawn_blocking(move || {
+            let r = match journal.lock() {
+                Ok(mut j) => {
+                    let r = if checkpoint {
+                        j.rewrite(&records)
+                    } else {
+                        j.append(&records)
+                    };
+                    r.map(|()| (seq, checkpoint.then(|| j.size())))
+                }
+                Err(_) => Ok((0, None)),
+            };
+            let _ = tx.send(r);
+        });
+        true
     }
 
     fn retry_parked(&mut self) {
@@ -270,9 +414,7 @@ impl Driver {
                     blocked.push(peer);
                     still.push_back((peer, data, reply));
                 }
-                r => {
-                    let _ = reply.send(r);
-                }
+                r => self.answer(r, reply),
             }
         }
         self.parked = still;
@@ -289,7 +431,12 @@ impl Driver {
         while let Some(ev) = self.node.poll_event() {
             match ev {
                 Event::Received { from, data } => {
-                    let _ = self.received.send((from, data));
+                    let seq = self.node.journal_seq();
+                    if seq > self.durable {
+                        self.unconfirmed_received.push_back((seq, from, data));
+                    } else {
+                        let _ = self.received.send((from, data));
+                    }
                 }
                 Event::Delivered { id, .. } => {
                     freed = true;
@@ -315,8 +462,13 @@ impl Driver {
         let (persisted_tx, mut persisted_rx) =
             mpsc::unbounded_channel::<Result<u64, ClockStoreError>>();
         let mut persisting = false;
+        let (committed_tx, mut committed_rx) = mpsc::unbounded_channel::<CommitResult>();
+        let mut committing = false;
         loop {
             self.flush(&mut buf).await;
+            if !committing {
+                committing = self.start_commit(&committed_tx);
+            }
             if !persisting {
                 if let Some(limit) = self.node.clock_request() {
                     persisting = true;
@@ -362,7 +514,17 @@ impl Driver {
                         match next {
                             Some(Command::Send { peer, data, reply }) => self.try_send(peer, data, reply),
                             Some(Command::AddPeer(peer, addr)) => self.node.add_peer(peer, addr),
-                            Some(Command::Close) | None => return,
+                            Some(Command::Close) | None => {
+                                // A commit in flight still completes: let
+                                // out what waited for it (answers,
+                                // messages) before stopping.
+                                if committing {
+                                    if let Some(Ok((seq, _))) = committed_rx.recv().await {
+                                        self.confirmed(seq);
+                                    }
+                                }
+                                return;
+                            }
                         }
                         taken += 1;
                         if taken == BATCH {
@@ -374,12 +536,31 @@ impl Driver {
                         }
                     }
                 }
+                Some(r) = committed_rx.recv() => {
+                    committing = false;
+                    match r {
+                        Ok((seq, checkpoint)) => {
+                            if let Some(size) = checkpoint {
+                                self.last_checkpoint = size;
+                            }
+                            self.confirmed(seq);
+                        }
+                        // Without a durable journal nothing may leave: stop.
+                        Err(e) => {
+                            tracing::error!("Exon driver stops: {e}");
+                            return;
+                        }
+                    }
+                }
                 Some(r) = persisted_rx.recv() => {
                     persisting = false;
                     match r {
                         Ok(limit) => self.node.clock_persisted(limit),
                         // Without a durable clock nothing may leave: stop.
-                        Err(_) => return,
+                        Err(e) => {
+                            tracing::error!("Exon driver stops: {e}");
+                            return;
+                        }
                     }
                 }
                 _ = async {

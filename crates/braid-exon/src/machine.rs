@@ -21,8 +21,13 @@ use braid_core::Instant;
 use bytes::Bytes;
 
 use crate::clock::Clock;
+use crate::journal::Record;
 use crate::wire::{Frame, CLOCK_MAX, MAX_LIST, MAX_MESSAGE, MAX_RANGES};
 use crate::{MessageId, NodeId};
+
+mod durable;
+use durable::Journal;
+pub use durable::{DurablePartial, DurableReceiver, DurableSender, DurableState, RestoreError};
 
 /// Limits and sizes of a [`Machine`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -44,6 +49,13 @@ pub struct MachineConfig {
     pub max_reassembly_bytes: u64,
     /// Clock reservation block.
     pub clock_block: u64,
+    /// Keep the sender and receiver records durable through the
+    /// [`journal`](crate::journal): every accepted message is then
+    /// delivered exactly once across crashes of either node, and nothing
+    /// leaves before the journal position it depends on is persisted.
+    /// Off, only the clock is durable and a crash leaves the messages it
+    /// held in doubt.
+    pub journal: bool,
 }
 
 impl Default for MachineConfig {
@@ -57,6 +69,7 @@ impl Default for MachineConfig {
             max_receivers: 65_536,
             max_reassembly_bytes: 256 << 20,
             clock_block: 1 << 20,
+            journal: false,
         }
     }
 }
@@ -198,6 +211,9 @@ struct Token {
     frags: Vec<Frag>,
     /// Fragments ever transmitted (for Karn's rule on re-sends).
     sent_any: bool,
+    /// Journal position its `Tokenize` record needs to be durable at
+    /// before any fragment leaves.
+    seq: u64,
 }
 
 /// Sender-side half-connection record `S` (l. 4-10).
@@ -256,6 +272,18 @@ impl SendRec {
 
     fn env_len(&self) -> u64 {
         self.env.end - self.env.start
+    }
+
+    /// The journal record describing this header.
+    fn header(&self, peer: NodeId) -> Record {
+        Record::Sender {
+            peer,
+            sck: self.sck,
+            rck: self.rck,
+            env_start: self.env.start,
+            env_end: self.env.end,
+            env_rck: self.env_rck,
+        }
     }
 }
 
@@ -318,6 +346,18 @@ impl RecvRec {
     fn partial_bytes(&self) -> u64 {
         self.partial.values().map(|p| p.data.len() as u64).sum()
     }
+
+    /// l. 53: forgets every slot, consumed slot and partial message below
+    /// the new frontier `l`; returns the reassembly bytes freed.
+    fn raise_frontier(&mut self, l: u64) -> u64 {
+        self.frontier = l;
+        self.slt = self.slt.split_off(&l);
+        self.consumed = self.consumed.split_off(&l);
+        let kept = self.partial.split_off(&l);
+        let freed = self.partial.values().map(|p| p.data.len() as u64).sum();
+        self.partial = kept;
+        freed
+    }
 }
 
 /// The Exon protocol state of one node: the clock `ck` and the maps `S`
@@ -354,14 +394,18 @@ pub struct Machine {
     senders: BTreeMap<NodeId, SendRec>,
     /// `R_i` (l. 21).
     receivers: BTreeMap<NodeId, RecvRec>,
-    /// Control frames ready to leave, per peer.
-    outbox: BTreeMap<NodeId, VecDeque<Frame>>,
+    /// Control frames ready to leave, per peer, each with the journal
+    /// position that must be durable first.
+    outbox: BTreeMap<NodeId, VecDeque<(u64, Frame)>>,
     /// Frames revealing clock values not yet durable: `(peer, frame, bound)`.
     blocked: VecDeque<(NodeId, Frame, u64)>,
-    events: VecDeque<Event>,
+    /// Events for the application, each with the journal position that
+    /// must be durable first.
+    events: VecDeque<(u64, Event)>,
     feedback: VecDeque<Feedback>,
     next_message: u64,
     reassembly_bytes: u64,
+    journal: Journal,
     stats: Counters,
 }
 
@@ -398,6 +442,7 @@ impl Machine {
     /// [`ClockStore`](crate::clock::ClockStore) holds).
     pub fn new(id: NodeId, cfg: MachineConfig, persisted_clock: u64) -> Machine {
         let clock = Clock::boot(persisted_clock, cfg.clock_block);
+        let cfg_journal = cfg.journal;
         Machine {
             id,
             cfg,
@@ -410,6 +455,11 @@ impl Machine {
             feedback: VecDeque::new(),
             next_message: 0,
             reassembly_bytes: 0,
+            journal: Journal {
+                on: cfg_journal,
+                covers_history: cfg_journal && persisted_clock == 0,
+                ..Journal::default()
+            },
             stats: Counters::default(),
         }
     }
@@ -459,6 +509,7 @@ impl Machine {
             && self.receivers.is_empty()
             && self.outbox.values().all(VecDeque::is_empty)
             && self.blocked.is_empty()
+            && self.journal.pending.is_empty()
     }
 
     // ----- the durable clock ------------------------------------------------
@@ -502,13 +553,16 @@ impl Machine {
     /// an unsent REQSLOTS (piggybacking happens when the transmitter packs
     /// the queue into datagrams).
     fn push_out(&mut self, peer: NodeId, frame: Frame) {
+        // Whatever the frame says may depend on every change journaled so
+        // far: it leaves once they are durable.
+        let gate = self.journal.seq;
         let q = self.outbox.entry(peer).or_default();
         match &frame {
             Frame::ReqSlots { .. } => {
-                q.retain(|f| !matches!(f, Frame::ReqSlots { .. }));
+                q.retain(|(_, f)| !matches!(f, Frame::ReqSlots { .. }));
             }
             Frame::Slots { .. } => {
-                if q.contains(&frame) {
+                if q.iter().any(|(_, f)| *f == frame) {
                     return;
                 }
             }
@@ -516,7 +570,7 @@ impl Machine {
                 let s = slots[0];
                 let same_kind =
                     |f: &Frame| std::mem::discriminant(f) == std::mem::discriminant(&frame);
-                for f in q.iter_mut().rev().take(4) {
+                for (at, f) in q.iter_mut().rev().take(4) {
                     if !same_kind(f) {
                         continue;
                     }
@@ -529,6 +583,7 @@ impl Machine {
                             && l.last().is_some_and(|&x| x < s)
                         {
                             l.push(s);
+                            *at = gate;
                             return;
                         }
                         if r2 == r && l.contains(&s) {
@@ -539,12 +594,12 @@ impl Machine {
             }
             Frame::FragAck { s, r, .. } => {
                 q.retain(
-                    |f| !matches!(f, Frame::FragAck { s: s2, r: r2, .. } if s2 == s && r2 == r),
+                    |(_, f)| !matches!(f, Frame::FragAck { s: s2, r: r2, .. } if s2 == s && r2 == r),
                 );
             }
             Frame::Token { .. } => {}
         }
-        q.push_back(frame);
+        q.push_back((gate, frame));
     }
 
     // ----- application side -------------------------------------------------
@@ -578,10 +633,19 @@ impl Machine {
         self.next_message += 1;
         let (ck, window) = (self.clock.ck, self.cfg.min_window);
         // l. 23-25: a new record starts at the node clock.
+        let fresh = !self.senders.contains_key(&peer);
         let c = self
             .senders
             .entry(peer)
             .or_insert_with(|| SendRec::new(ck, window, now));
+        if fresh {
+            self.journal.log(|| c.header(peer));
+        }
+        self.journal.log(|| Record::Enqueue {
+            peer,
+            id,
+            data: data.clone(),
+        });
         c.bytes += data.len() as u64;
         c.last_activity = now;
         c.msg.push_back(Queued { id, data });
@@ -602,8 +666,22 @@ impl Machine {
     }
 
     /// The next event for the application.
+    ///
+    /// With the journal on, events wait until what they report is durable,
+    /// and taking a [`Event::Received`] is itself journaled: hand the
+    /// message to the application only once
+    /// [`journal_seq`](Self::journal_seq), read right after this call, is
+    /// persisted, so a restart never hands it out again.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let &(gate, _) = self.events.front()?;
+        if gate > self.journal.durable {
+            return None;
+        }
+        let (_, ev) = self.events.pop_front()?;
+        if matches!(ev, Event::Received { .. }) {
+            self.journal.log(|| Record::Taken);
+        }
+        Some(ev)
     }
 
     /// The next piece of feedback for the transmitter.
@@ -622,6 +700,7 @@ impl Machine {
             let e = c.env.start;
             c.env.start += 1;
             let Some(m) = c.msg.pop_front() else { break };
+            self.journal.log(|| Record::Tokenize { peer, s: e });
             let n = m.data.len().div_ceil(frag).max(1);
             let frags = vec![Frag::Pending; n];
             for i in 0..n {
@@ -635,6 +714,7 @@ impl Machine {
                     data: m.data,
                     frags,
                     sent_any: false,
+                    seq: self.journal.seq,
                 },
             );
         }
@@ -706,6 +786,7 @@ impl Machine {
         let Some(c) = self.senders.remove(&peer) else {
             return;
         };
+        self.journal.log(|| Record::SenderClose { peer });
         // l. 45: tells the receiver it may forget every slot below sck.
         self.emit_gated(
             peer,
@@ -801,6 +882,7 @@ impl Machine {
     fn drop_receiver(&mut self, peer: NodeId) {
         if let Some(c) = self.receivers.remove(&peer) {
             self.reassembly_bytes -= c.partial_bytes();
+            self.journal.log(|| Record::ReceiverDrop { peer });
         }
     }
 
@@ -810,7 +892,12 @@ impl Machine {
     /// STALE, FRAGACK).
     pub fn poll_control(&mut self, peer: NodeId) -> Option<Frame> {
         let q = self.outbox.get_mut(&peer)?;
-        let f = q.pop_front();
+        if q.front()
+            .is_some_and(|&(gate, _)| gate > self.journal.durable)
+        {
+            return None; // waits for the journal
+        }
+        let f = q.pop_front().map(|(_, f)| f);
         if q.is_empty() {
             self.outbox.remove(&peer);
         }
@@ -820,7 +907,8 @@ impl Machine {
     /// Puts back a frame from [`poll_control`](Self::poll_control) that did
     /// not fit in the datagram.
     pub fn unpoll_control(&mut self, peer: NodeId, frame: Frame) {
-        self.outbox.entry(peer).or_default().push_front(frame);
+        // It was let out, so what it depends on is durable.
+        self.outbox.entry(peer).or_default().push_front((0, frame));
     }
 
     /// Peers with control frames waiting.
@@ -834,11 +922,11 @@ impl Machine {
             return false;
         };
         while let Some(&(s, i)) = c.ready.front() {
-            if matches!(
-                c.tok.get(&s).and_then(|t| t.frags.get(i as usize)),
-                Some(Frag::Pending)
-            ) {
-                return true;
+            let t = c.tok.get(&s);
+            if matches!(t.and_then(|t| t.frags.get(i as usize)), Some(Frag::Pending)) {
+                // A token leaves only once the envelope it went into is
+                // durable (tokens behind it are younger: they wait too).
+                return t.is_some_and(|t| t.seq <= self.journal.durable);
             }
             c.ready.pop_front();
         }
@@ -975,7 +1063,8 @@ impl Machine {
 
     /// l. 48-60.
     fn on_reqslots(&mut self, now: Instant, peer: NodeId, s: u64, n: u64, l: u64) {
-        if !self.receivers.contains_key(&peer) {
+        let fresh = !self.receivers.contains_key(&peer);
+        if fresh {
             // A close (n = 0) for a record we do not have: l. 49-51 would
             // create one only for l. 59-60 to remove it at once. Skipping
             // that saves a clock value per duplicate.
@@ -1012,15 +1101,11 @@ impl Machine {
         // l. 53: forget slots below the frontier. The highest frontier seen
         // is used: the sender's frontier only grows, so an old duplicate
         // can only carry a lower one.
-        if l > c.frontier {
-            c.frontier = l;
-            c.slt = c.slt.split_off(&l);
-            c.consumed = c.consumed.split_off(&l);
-            let kept = c.partial.split_off(&l);
-            let freed: u64 = c.partial.values().map(|p| p.data.len() as u64).sum();
-            c.partial = kept;
-            self.reassembly_bytes -= freed;
+        let raised = l > c.frontier;
+        if raised {
+            self.reassembly_bytes -= c.raise_frontier(l);
         }
+        let mut created = 0..0;
         let mut reply = None;
         if n > 0 {
             // l. 54-57, creating only slots at or above s (see the crate
@@ -1037,6 +1122,7 @@ impl Machine {
             for x in from..end {
                 c.slt.insert(x);
             }
+            created = from..end.max(from);
             c.sck = c.sck.max(end);
             let granted = end.saturating_sub(s);
             if granted > 0 {
@@ -1055,6 +1141,21 @@ impl Machine {
         // retransmission needs this record (otherwise it would be NACKed
         // and sent again: a duplicate).
         let remove = c.slt.is_empty() && !c.pinned();
+        if fresh || raised || !created.is_empty() {
+            self.journal.log(|| Record::Receiver {
+                peer,
+                sck: c.sck,
+                rck: c.rck,
+                frontier: c.frontier,
+            });
+            if !created.is_empty() {
+                self.journal.log(|| Record::Slots {
+                    peer,
+                    from: created.start,
+                    end: created.end,
+                });
+            }
+        }
         if let Some((f, bound)) = reply {
             self.emit_gated(peer, f, bound);
         }
@@ -1128,6 +1229,7 @@ impl Machine {
         c.env.end = s + n; // l. 67
         c.sck = s + n; // l. 68
         c.last_activity = now;
+        self.journal.log(|| c.header(peer));
         self.assign(peer); // l. 69-73
         self.maybe_request(now, peer); // l. 74
     }
@@ -1148,7 +1250,10 @@ impl Machine {
         let Some(c) = self.receivers.get_mut(&peer).filter(|c| c.rck == r) else {
             // No record, or one of another incarnation (l. 76 fails). The
             // paper stays silent; we tell the sender what became of slot s.
-            if r < self.clock.boot {
+            // With a journal that covers every life of this node, a record
+            // of a previous life is gone only because it was durably
+            // forgotten while unpinned: a NACK, as within one life.
+            if r < self.clock.boot && !self.journal.covers_history {
                 // From a previous life of this node: unknowable.
                 self.stats.stale_sent += 1;
                 self.push_out(peer, Frame::Stale { r, slots: vec![s] });
@@ -1171,11 +1276,23 @@ impl Machine {
             return;
         }
         let whole = if offset == 0 && data.len() as u64 == len {
+            self.journal.log(|| Record::Consume {
+                peer,
+                s,
+                data: data.clone(),
+            });
             Some(data)
         } else {
             match c.partial.get_mut(&s) {
                 Some(p) if p.data.len() as u64 == len => {
                     p.insert(offset, &data);
+                    self.journal.log(|| Record::Fragment {
+                        peer,
+                        s,
+                        len,
+                        offset,
+                        data,
+                    });
                 }
                 Some(_) => {
                     self.stats.bogus += 1; // length changed: not an honest sender
@@ -1194,12 +1311,20 @@ impl Machine {
                     };
                     p.insert(offset, &data);
                     c.partial.insert(s, p);
+                    self.journal.log(|| Record::Fragment {
+                        peer,
+                        s,
+                        len,
+                        offset,
+                        data,
+                    });
                 }
             }
             let p = &c.partial[&s];
             if p.complete() {
                 let p = c.partial.remove(&s).map(|p| p.data).unwrap_or_default();
                 self.reassembly_bytes -= len;
+                self.journal.log(|| Record::ConsumeFragments { peer, s });
                 Some(Bytes::from(p))
             } else {
                 // Report the range holding the fragment just received and
@@ -1219,7 +1344,8 @@ impl Machine {
             c.consumed.insert(s);
         }
         self.stats.delivered += 1;
-        self.events.push_back(Event::Received { from: peer, data });
+        self.events
+            .push_back((self.journal.seq, Event::Received { from: peer, data }));
         self.push_out(peer, Frame::Ack { r, slots: vec![s] }); // l. 81
     }
 
@@ -1249,8 +1375,9 @@ impl Machine {
             if let Some(c) = self.senders.get_mut(&peer) {
                 c.last_activity = now;
             }
+            self.journal.log(|| Record::Settle { peer, s });
             self.events
-                .push_back(Event::Delivered { to: peer, id: t.id });
+                .push_back((self.journal.seq, Event::Delivered { to: peer, id: t.id }));
         }
     }
 
@@ -1264,14 +1391,16 @@ impl Machine {
         let Some(c) = self.senders.get_mut(&peer) else {
             return;
         };
+        self.journal.log(|| Record::Requeue { peer, s });
         c.bytes += t.data.len() as u64;
         c.msg.push_front(Queued {
             id: t.id,
             data: t.data,
         });
-        if c.env_rck == r {
+        if c.env_rck == r && !c.env.is_empty() {
             let start = c.env.end;
             c.env = start..start; // envelopes of the dead incarnation
+            self.journal.log(|| c.header(peer));
         }
         self.assign(peer);
         self.maybe_request(now, peer);
@@ -1284,13 +1413,16 @@ impl Machine {
         let Some(t) = self.take_token(peer, s, r, false) else {
             return;
         };
-        self.events.push_back(Event::InDoubt { to: peer, id: t.id });
+        self.journal.log(|| Record::Settle { peer, s });
+        self.events
+            .push_back((self.journal.seq, Event::InDoubt { to: peer, id: t.id }));
         let Some(c) = self.senders.get_mut(&peer) else {
             return;
         };
-        if c.env_rck == r {
+        if c.env_rck == r && !c.env.is_empty() {
             let start = c.env.end;
             c.env = start..start;
+            self.journal.log(|| c.header(peer));
         }
         let unsent: Vec<u64> = c
             .tok
@@ -1300,6 +1432,7 @@ impl Machine {
             .collect();
         for s in unsent.into_iter().rev() {
             if let Some(t) = c.tok.remove(&s) {
+                self.journal.log(|| Record::Requeue { peer, s });
                 self.stats.resent_after_nack += 1;
                 c.msg.push_front(Queued {
                     id: t.id,

@@ -20,7 +20,8 @@ use braid_proto::cc::{Acked, Bbr, CcAlgorithm, CongestionController, RttEstimate
 use bytes::Bytes;
 
 use crate::guard::QueueLossGuard;
-use crate::machine::{Event, Feedback, Machine, MachineConfig, SendError};
+use crate::journal::Record;
+use crate::machine::{Event, Feedback, Machine, MachineConfig, RestoreError, SendError};
 use crate::wire::{self, Datagram, Frame, HEADER_LEN, TOKEN_OVERHEAD_MAX};
 use crate::{MessageId, NodeId};
 
@@ -308,6 +309,34 @@ impl ExonNode {
         }
     }
 
+    /// A node restarted after a crash, from its durable clock and the
+    /// records its [`JournalStore`](crate::journal::JournalStore) holds
+    /// (`cfg.machine.journal` should be on, as in its previous life). Call
+    /// [`add_peer`](Self::add_peer) for the peers it sends to; peers that
+    /// send to it are learnt from their datagrams.
+    pub fn restore(
+        mut cfg: NodeConfig,
+        id: NodeId,
+        persisted_clock: u64,
+        records: impl IntoIterator<Item = Record>,
+        now: Instant,
+    ) -> Result<ExonNode, RestoreError> {
+        cfg.machine.max_fragment = cfg.fragment_size();
+        let machine = Machine::restore(id, cfg.machine.clone(), persisted_clock, records, now)?;
+        let mut node = ExonNode::new(cfg, id, persisted_clock);
+        node.machine = machine;
+        let senders: Vec<NodeId> = node.machine.sender_peers().collect();
+        let receivers: Vec<NodeId> = node.machine.receiver_peers().collect();
+        for peer in senders {
+            node.arm_request_timer(now, peer);
+        }
+        let keepalive = node.cfg.keepalive;
+        for peer in receivers {
+            node.path(peer).keepalive_at = Some(now + keepalive);
+        }
+        Ok(node)
+    }
+
     /// This node's ID.
     pub fn id(&self) -> NodeId {
         self.machine.id()
@@ -339,7 +368,8 @@ impl ExonNode {
                 addr: None,
                 rtt: Rtt::new(cfg.initial_rtt),
                 cc: cfg.cc.build(mss, cfg.initial_window_packets * mss),
-                guard: (cfg.queue_loss_guard && cfg.cc == ExonCc::Bbr).then(|| QueueLossGuard::new(mss)),
+                guard: (cfg.queue_loss_guard && cfg.cc == ExonCc::Bbr)
+                    .then(|| QueueLossGuard::new(mss)),
                 in_flight: BTreeMap::new(),
                 bytes_in_flight: 0,
                 rack_sent: None,
@@ -404,6 +434,30 @@ impl ExonNode {
     /// The clock is durably at `limit`.
     pub fn clock_persisted(&mut self, limit: u64) {
         self.machine.clock_persisted(limit);
+    }
+
+    /// Journal records to store durably, and the position they reach (see
+    /// [`Machine::take_journal`]); `None` when nothing changed.
+    pub fn take_journal(&mut self, out: &mut Vec<Record>) -> Option<u64> {
+        self.machine.take_journal(out)
+    }
+
+    /// The journal is durable up to `seq`.
+    pub fn journal_persisted(&mut self, seq: u64) {
+        self.machine.journal_persisted(seq);
+    }
+
+    /// The journal position of the latest change (read it right after
+    /// [`poll_event`](Self::poll_event) returns a message: hand the message
+    /// out once this position is durable).
+    pub fn journal_seq(&self) -> u64 {
+        self.machine.journal_seq()
+    }
+
+    /// Records rebuilding the current state, to replace the journal (see
+    /// [`Machine::checkpoint`]).
+    pub fn checkpoint(&self) -> Option<Vec<Record>> {
+        self.machine.checkpoint()
     }
 
     /// A datagram arrived from `src`.

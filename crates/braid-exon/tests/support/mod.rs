@@ -1,10 +1,16 @@
 //! A simulated host for Exon: an [`ExonNode`] with its durable clock (a
-//! [`MemClockStore`] with an fsync latency), an application that sends and
-//! records messages, one or two addresses, and crash/restart.
+//! [`MemClockStore`] with an fsync latency) and, when
+//! `cfg.machine.journal` is on, its durable journal (a [`MemJournal`] with
+//! the same latency, one group commit at a time), an application that
+//! sends and records messages, one or two addresses, and crash/restart.
 //!
 //! The application is the durable part of the host: it survives crashes,
 //! and checks every delivery against everything ever sent, so a duplicate
-//! delivery fails the run at once.
+//! delivery fails the run at once. It follows the contract of a real
+//! driver: a send counts as accepted, and a received message as handed
+//! over, only once the journal position it produced is durable; a crash
+//! before that gives the send back to the application (it was never
+//! accepted) and leaves the message in the restarted node's inbox.
 
 #![allow(dead_code)]
 
@@ -14,6 +20,7 @@ use std::time::Duration;
 
 use braid_core::Instant;
 use braid_exon::clock::{ClockStore, MemClockStore};
+use braid_exon::journal::{JournalStore, MemJournal, Record};
 use braid_exon::{Event, ExonNode, MessageId, NodeConfig, NodeId, SendError};
 use braid_sim::{Datagram, Node};
 use bytes::Bytes;
@@ -74,6 +81,10 @@ pub struct App {
     /// Messages per burst and pause between bursts.
     pub burst: usize,
     pub pause: Duration,
+    /// Sends waiting for their journal position: (position, id, tag, length).
+    pub unconfirmed_sends: Vec<(u64, MessageId, Tag, usize)>,
+    /// Received messages waiting for their `Taken` to be durable.
+    pub unconfirmed_received: Vec<(u64, NodeId, Bytes)>,
 }
 
 /// One simulated host.
@@ -85,6 +96,18 @@ pub struct Host {
     pub store: MemClockStore,
     pub fsync: Duration,
     persisting: Option<(Instant, u64)>,
+    /// The durable journal (used when `cfg.machine.journal` is on).
+    pub journal: MemJournal,
+    /// A group commit in progress: (done at, records, position).
+    committing: Option<(Instant, Vec<Record>, u64)>,
+    /// Journal position known durable in this life.
+    durable_seq: u64,
+    /// Compact the journal once it holds this many bytes.
+    pub compact_at: u64,
+    /// Checkpoints written, and restarts whose rebuilt state was compared
+    /// with the state before the crash.
+    pub checkpoints: u64,
+    pub restores_compared: u64,
     /// Local addresses; `addr` indexes the one in use.
     pub addrs: Vec<SocketAddr>,
     pub addr: usize,
@@ -110,6 +133,12 @@ impl Host {
             store: MemClockStore::default(),
             fsync: Duration::from_millis(2),
             persisting: None,
+            journal: MemJournal::default(),
+            committing: None,
+            durable_seq: 0,
+            compact_at: 256 << 10,
+            checkpoints: 0,
+            restores_compared: 0,
             addrs,
             addr: 0,
             peer_addr,
@@ -117,26 +146,71 @@ impl Host {
             lives: 0,
             buf: Vec::new(),
         };
-        h.boot();
+        h.boot(Instant::ZERO);
         h
     }
 
-    /// Starts a new life from the durable clock.
-    pub fn boot(&mut self) {
+    fn durable(&self) -> bool {
+        self.cfg.machine.journal
+    }
+
+    /// Starts a new life from the durable clock (and journal).
+    pub fn boot(&mut self, now: Instant) {
         let clock = self.store.load().expect("memory store");
-        let mut node = ExonNode::new(self.cfg.clone(), self.id, clock);
+        let mut node = if self.durable() {
+            let records = self.journal.load().expect("memory journal");
+            ExonNode::restore(self.cfg.clone(), self.id, clock, records, now)
+                .unwrap_or_else(|e| panic!("restore failed: {e}"))
+        } else {
+            ExonNode::new(self.cfg.clone(), self.id, clock)
+        };
         node.add_peer(self.peer, self.peer_addr);
         self.node = Some(node);
+        self.durable_seq = 0;
+        // Sends a crash gave back (never accepted) are tried again.
+        if !self.app.to_send.is_empty() {
+            self.app.next_send = Some(self.app.next_send.map_or(now, |t| t.max(now)));
+        }
         self.lives += 1;
     }
 
-    /// Crash: volatile state is gone, an fsync in progress never
-    /// completes, and every unresolved message is in doubt.
+    /// Crash: volatile state is gone and an fsync in progress never
+    /// completes. Without a journal every unresolved message is in doubt;
+    /// with one, sends not yet confirmed go back to the application (they
+    /// were never accepted), the rest lives on in the journal.
     pub fn crash(&mut self) {
-        self.node = None;
+        let node = self.node.take();
         self.persisting = None;
-        let lost: Vec<Tag> = self.app.outstanding.drain().map(|(_, t)| t).collect();
-        self.app.in_doubt.extend(lost);
+        self.committing = None;
+        if self.durable() {
+            // Nothing uncommitted: the restarted node must be exactly this
+            // one's durable state.
+            if let Some(n) = node.as_ref().filter(|n| {
+                !n.machine().journal_pending() && n.machine().journal_seq() <= self.durable_seq
+            }) {
+                let back = ExonNode::restore(
+                    self.cfg.clone(),
+                    self.id,
+                    self.store.load().expect("memory store"),
+                    self.journal.load().expect("memory journal"),
+                    Instant::ZERO,
+                )
+                .unwrap_or_else(|e| panic!("restore failed: {e}"));
+                if back.machine().durable_state() != n.machine().durable_state() {
+                    self.app.violation.get_or_insert(
+                        "the journal does not rebuild the state it describes".into(),
+                    );
+                }
+                self.restores_compared += 1;
+            }
+            for (_, _, tag, len) in self.app.unconfirmed_sends.drain(..).rev() {
+                self.app.to_send.push_front((tag, len));
+            }
+            self.app.unconfirmed_received.clear();
+        } else {
+            let lost: Vec<Tag> = self.app.outstanding.drain().map(|(_, t)| t).collect();
+            self.app.in_doubt.extend(lost);
+        }
     }
 
     pub fn is_up(&self) -> bool {
@@ -153,7 +227,51 @@ impl Host {
 
     /// Everything sent was resolved and nothing is left to send.
     pub fn settled(&self) -> bool {
-        self.app.to_send.is_empty() && self.app.outstanding.is_empty()
+        self.app.to_send.is_empty()
+            && self.app.outstanding.is_empty()
+            && self.app.unconfirmed_sends.is_empty()
+            && self.app.unconfirmed_received.is_empty()
+    }
+
+    /// The application takes a received message (its `Taken` is durable).
+    fn take_received(app: &mut App, from: NodeId, data: &[u8]) {
+        let Some(tag) = read_tag(data) else {
+            app.violation
+                .get_or_insert(format!("corrupt message from {from}"));
+            return;
+        };
+        let n = app.received.entry(tag).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            app.violation
+                .get_or_insert(format!("message {tag:?} delivered {n} times"));
+        }
+    }
+
+    /// Sends and received messages whose journal position is now durable.
+    fn confirm(&mut self) {
+        let d = self.durable_seq;
+        let app = &mut self.app;
+        let mut i = 0;
+        while i < app.unconfirmed_sends.len() {
+            if app.unconfirmed_sends[i].0 <= d {
+                let (_, id, tag, _) = app.unconfirmed_sends.remove(i);
+                app.outstanding.insert(id, tag);
+                app.accepted += 1;
+            } else {
+                i += 1;
+            }
+        }
+        let ready: Vec<(NodeId, Bytes)> = app
+            .unconfirmed_received
+            .iter()
+            .filter(|(seq, _, _)| *seq <= d)
+            .map(|(_, f, b)| (*f, b.clone()))
+            .collect();
+        app.unconfirmed_received.retain(|(seq, _, _)| *seq > d);
+        for (from, data) in ready {
+            Self::take_received(app, from, &data);
+        }
     }
 
     fn pump_app(&mut self, now: Instant) {
@@ -161,18 +279,11 @@ impl Host {
         while let Some(ev) = node.poll_event() {
             match ev {
                 Event::Received { from, data } => {
-                    let Some(tag) = read_tag(&data) else {
-                        self.app
-                            .violation
-                            .get_or_insert(format!("corrupt message from {from}"));
-                        continue;
-                    };
-                    let n = self.app.received.entry(tag).or_insert(0);
-                    *n += 1;
-                    if *n > 1 {
-                        self.app
-                            .violation
-                            .get_or_insert(format!("message {tag:?} delivered {n} times"));
+                    let seq = node.journal_seq();
+                    if seq <= self.durable_seq {
+                        Self::take_received(&mut self.app, from, &data);
+                    } else {
+                        self.app.unconfirmed_received.push((seq, from, data));
                     }
                 }
                 Event::Delivered { id, .. } => match self.app.outstanding.remove(&id) {
@@ -201,8 +312,13 @@ impl Host {
                 match node.send(now, self.peer, payload(tag, len)) {
                     Ok(id) => {
                         self.app.to_send.pop_front();
-                        self.app.outstanding.insert(id, tag);
-                        self.app.accepted += 1;
+                        let seq = node.journal_seq();
+                        if seq <= self.durable_seq {
+                            self.app.outstanding.insert(id, tag);
+                            self.app.accepted += 1;
+                        } else {
+                            self.app.unconfirmed_sends.push((seq, id, tag, len));
+                        }
                         sent += 1;
                     }
                     Err(SendError::WindowFull(_)) => break, // backpressure
@@ -219,6 +335,12 @@ impl Host {
                 self.persisting = Some((now + self.fsync, limit));
             }
         }
+        if self.committing.is_none() {
+            let mut records = Vec::new();
+            if let Some(seq) = node.take_journal(&mut records) {
+                self.committing = Some((now + self.fsync, records, seq));
+            }
+        }
     }
 
     fn complete_fsync(&mut self, now: Instant) {
@@ -231,6 +353,46 @@ impl Host {
                 }
             }
         }
+        if self.committing.as_ref().is_some_and(|c| c.0 <= now) {
+            let (_, records, seq) = self.committing.take().expect("checked");
+            self.journal.append(&records).expect("memory journal");
+            self.durable_seq = seq;
+            if let Some(n) = &mut self.node {
+                n.journal_persisted(seq);
+            }
+            self.confirm();
+            self.maybe_compact();
+        }
+    }
+
+    /// Rewrites a grown journal as a checkpoint of the current state, and
+    /// checks that the checkpoint rebuilds that state.
+    fn maybe_compact(&mut self) {
+        let Some(n) = &self.node else { return };
+        if self.journal.size() < self.compact_at {
+            return;
+        }
+        let Some(records) = n.checkpoint() else {
+            return;
+        };
+        let back = ExonNode::restore(
+            self.cfg.clone(),
+            self.id,
+            self.store.load().expect("memory store"),
+            records.clone(),
+            Instant::ZERO,
+        )
+        .unwrap_or_else(|e| panic!("restore from a checkpoint failed: {e}"));
+        if back.machine().durable_state() != n.machine().durable_state() {
+            self.app
+                .violation
+                .get_or_insert("a checkpoint does not rebuild the state it was taken from".into());
+        }
+        self.journal.rewrite(&records).expect("memory journal");
+        self.checkpoints += 1;
+        // Next time when the log has grown to twice the checkpoint: the
+        // cost of compaction stays proportional to what was appended.
+        self.compact_at = self.compact_at.max(2 * self.journal.size());
     }
 }
 
@@ -256,9 +418,13 @@ impl Node for Host {
     fn poll_timeout(&mut self) -> Option<Instant> {
         let node = self.node.as_mut()?;
         let mut t = node.poll_timeout();
-        for x in [self.persisting.map(|p| p.0), self.app.next_send]
-            .into_iter()
-            .flatten()
+        for x in [
+            self.persisting.map(|p| p.0),
+            self.committing.as_ref().map(|c| c.0),
+            self.app.next_send,
+        ]
+        .into_iter()
+        .flatten()
         {
             t = Some(t.map_or(x, |t| t.min(x)));
         }

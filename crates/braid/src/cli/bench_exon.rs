@@ -123,6 +123,9 @@ pub struct BenchExonArgs {
     /// Seed of the emulated links' random choices (loss).
     #[arg(long, value_name = "S", default_value_t = 0)]
     seed: u64,
+    /// Keep Exon's sender and receiver records durable in DIR (clock and journal files per node, removed before each run; one fsync per group commit): exactly-once across crashes, at the cost measured here.
+    #[arg(long, value_name = "DIR")]
+    journal: Option<std::path::PathBuf>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -245,6 +248,7 @@ fn run_cfg_with(args: &BenchExonArgs, size: usize, outstanding: usize) -> RunCfg
         limit: args.timeout,
         drain: args.timeout.max(Duration::from_secs(10)),
         exon,
+        journal_dir: args.journal.clone(),
     }
 }
 
@@ -292,6 +296,7 @@ impl Row {
             "seed": args.seed,
             "tcp_cc": args.tcp_cc,
             "exon_cc": cc_name(args.cc),
+            "journal": args.journal.is_some(),
             "exon": peer_json(self.pattern, &self.exon, true),
             "tcp": peer_json(self.pattern, &self.tcp, false),
             "ratio": self.ratio(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use braid_exon::NodeId;
-use braid_exon_net::{ExonSocket, Outcome};
+use braid_exon_net::{ClockFile, ExonSocket, Outcome, SocketConfig};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
@@ -27,6 +27,27 @@ type Server = std::thread::JoinHandle<anyhow::Result<(Tally, u64)>>;
 /// Poll interval of loops that also watch a stop flag.
 const TICK: Duration = Duration::from_millis(20);
 
+/// Node `who`'s socket settings; with a journal directory, its clock and
+/// journal there, removed first so that every run starts from a new node.
+fn socket_config(cfg: &RunCfg, who: &str) -> anyhow::Result<SocketConfig> {
+    let mut s = cfg.exon.clone();
+    if let Some(dir) = &cfg.journal_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("--journal {}", dir.display()))?;
+        let (clock, journal) = (dir.join(format!("{who}.clock")), dir.join(format!("{who}.journal")));
+        for f in [&clock, &journal] {
+            match std::fs::remove_file(f) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("removing {}", f.display()));
+                }
+                _ => {}
+            }
+        }
+        s.clock = ClockFile::Path(clock);
+        s.journal = Some(journal);
+    }
+    Ok(s)
+}
+
 /// Receives until `stop`, tallying messages; `reply` answers each with a
 /// message of the same identifier (RPC server). Returns the tally and the
 /// replies accepted.
@@ -37,7 +58,7 @@ fn serve(
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<(Server, SocketAddr)> {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (size, epoch, scfg, bind) = (cfg.size, ends.epoch, cfg.exon.clone(), SocketAddr::new(ends.b.addr, 0));
+    let (size, epoch, scfg, bind) = (cfg.size, ends.epoch, socket_config(cfg, "b")?, SocketAddr::new(ends.b.addr, 0));
     let h = ends.b.spawn_async(move || async move {
         let sock = Arc::new(ExonSocket::bind(bind, B, scfg).await?);
         let _ = addr_tx.send(sock.local_addr());
@@ -129,25 +150,45 @@ pub fn oneway_start(ends: &Ends, cfg: &RunCfg) -> anyhow::Result<OnewayRun> {
     let stop = Arc::new(AtomicBool::new(false));
     let (receiver, b_addr) = serve(ends, cfg, false, stop.clone())?;
     let c = cfg.clone();
+    let acfg = socket_config(cfg, "a")?;
     let (epoch, bind) = (ends.epoch, SocketAddr::new(ends.a.addr, 0));
     let sender = ends.a.spawn_async(move || async move {
-        let sock = Arc::new(ExonSocket::bind(bind, A, c.exon.clone()).await?);
+        let sock = Arc::new(ExonSocket::bind(bind, A, acfg).await?);
         sock.add_peer(B, b_addr)?;
         let (done, doubt) = count_outcomes(sock.clone());
         let start = epoch.elapsed();
         let deadline = start + c.limit;
+        // Sends in flight at once: one (each waits for window) without a
+        // journal; with one, a send also waits for its group commit, so an
+        // application keeps many going and the commits carry them together.
+        let inflight = if c.journal_dir.is_some() { 4_096 } else { 1 };
+        let permits = Arc::new(tokio::sync::Semaphore::new(inflight));
+        let mut sends = tokio::task::JoinSet::new();
         let mut accepted = 0;
+        let settle = |r: Result<Result<Result<_, _>, _>, tokio::task::JoinError>| -> anyhow::Result<()> {
+            match r.context("Exon send task")? {
+                Ok(r) => r.map(|_| ()).context("Exon send"),
+                Err(_) => bail!("an Exon send waited more than {:?} for window", c.drain),
+            }
+        };
         for k in 0..c.messages {
             if epoch.elapsed() >= deadline {
                 break;
             }
-            let send = sock.send(B, Bytes::from(encode(k, c.size)));
-            match tokio::time::timeout(c.drain, send).await {
-                Ok(r) => {
-                    r.context("Exon send")?;
-                }
-                Err(_) => bail!("an Exon send waited more than {:?} for window", c.drain),
+            let permit = permits.clone().acquire_owned().await.context("send permits")?;
+            let (s, drain, m) = (sock.clone(), c.drain, Bytes::from(encode(k, c.size)));
+            sends.spawn(async move {
+                let r = tokio::time::timeout(drain, s.send(B, m)).await;
+                drop(permit);
+                r
+            });
+            while let Some(r) = sends.try_join_next() {
+                settle(r)?;
+                accepted += 1;
             }
+        }
+        while let Some(r) = sends.join_next().await {
+            settle(r)?;
             accepted += 1;
         }
         let drained = drain(&done, &doubt, accepted, c.drain).await;
@@ -212,9 +253,10 @@ pub fn rpc(ends: &Ends, cfg: &RunCfg) -> anyhow::Result<PeerResult> {
     let stop = Arc::new(AtomicBool::new(false));
     let (server, b_addr) = serve(ends, cfg, true, stop.clone())?;
     let c = cfg.clone();
+    let acfg = socket_config(cfg, "a")?;
     let (epoch, bind) = (ends.epoch, SocketAddr::new(ends.a.addr, 0));
     let client = ends.a.spawn_async(move || async move {
-        let sock = Arc::new(ExonSocket::bind(bind, A, c.exon.clone()).await?);
+        let sock = Arc::new(ExonSocket::bind(bind, A, acfg).await?);
         sock.add_peer(B, b_addr)?;
         let (done, doubt) = count_outcomes(sock.clone());
         let pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Duration>>>> = Arc::default();

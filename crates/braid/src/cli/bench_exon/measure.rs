@@ -1,6 +1,7 @@
 //! What one measurement of one peer (Exon or TCP) is given and gives back,
 //! and how a rate is computed from arrival times, the same way for both.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use braid_exon_net::SocketConfig;
@@ -23,6 +24,9 @@ pub struct RunCfg {
     pub drain: Duration,
     /// Exon's socket settings.
     pub exon: SocketConfig,
+    /// Keep each node's clock and journal in this directory (fresh files
+    /// every run): Exon with durable records, an fsync per group commit.
+    pub journal_dir: Option<PathBuf>,
 }
 
 /// What one peer achieved.
