@@ -596,10 +596,11 @@ fn checksum(payload: &[u8]) -> u64 {
 /// checkpoint is written to `<path>.tmp`, fsynced, renamed over the
 /// journal, and the directory fsynced.
 ///
-/// The file is extended ahead of the log in zero-filled blocks of
-/// [`PREALLOCATE`] bytes (fsynced once each): overwriting blocks that
-/// already exist needs no metadata update, so each commit's `fdatasync`
-/// writes only data (on ext4 here: 0.18 ms instead of 2.1 ms per commit).
+/// The file is extended ahead of the log by [`PREALLOCATE`] bytes at a
+/// time (`posix_fallocate`, fsynced once each): writing into blocks that
+/// already exist needs no size update, so each commit's `fdatasync`
+/// writes (almost) only data (on ext4 here: 0.18 ms instead of 2.1 ms per
+/// commit).
 /// A zero frame never passes its checksum, so the log ends where the zeros
 /// begin.
 #[derive(Debug)]
@@ -686,14 +687,29 @@ impl FileJournal {
             return Ok(());
         }
         let grow = PREALLOCATE.max(self.size + need - self.allocated);
-        let zeros = vec![0u8; grow as usize];
         let f = self.file.as_ref().expect("opened before");
-        let r = f
-            .write_all_at(&zeros, self.allocated)
-            .and_then(|()| f.sync_all());
+        let r = allocate(f, self.allocated, grow).and_then(|()| f.sync_all());
         r.map_err(|e| self.io(e))?;
         self.allocated += grow;
         Ok(())
+    }
+}
+
+/// Reserves `len` zero bytes at `offset`: `posix_fallocate` (no data
+/// written), or writing zeros where the file system cannot.
+fn allocate(f: &fs::File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (o, l) = (
+        libc::off_t::try_from(offset).map_err(io::Error::other)?,
+        libc::off_t::try_from(len).map_err(io::Error::other)?,
+    );
+    // SAFETY: the descriptor is open for the lifetime of `f`; the call
+    // reads no memory of ours.
+    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), o, l) };
+    match rc {
+        0 => Ok(()),
+        libc::EOPNOTSUPP | libc::EINVAL => f.write_all_at(&vec![0u8; len as usize], offset),
+        e => Err(io::Error::from_raw_os_error(e)),
     }
 }
 

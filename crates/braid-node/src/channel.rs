@@ -13,6 +13,16 @@
 //! nothing is pending. So a message is either sent on the old connection
 //! or, after the close, opens a new one, never both at once: FIFO holds
 //! across an idle close.
+//!
+//! A destination can have two channels per transport, one per [`Lane`]:
+//! the DATA interceptor's bulk stream travels on the `Bulk` lane, so the
+//! application's own messages to the same destination (control messages,
+//! seed 000 Fig. 8) never queue behind it: not in the channel's queue,
+//! not in the kernel's unsent bytes, not behind TCP's loss recovery
+//! (head-of-line blocking). FIFO order holds per channel, which is what
+//! each transport promises per destination: DATA's messages have no order
+//! with respect to the application's other messages anyway (DATA picks
+//! their transport).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -93,7 +103,16 @@ struct Handle {
     pending: Arc<AtomicUsize>,
 }
 
-type Key = (Transport, SocketAddr);
+/// Which of a destination's channels of a transport a message takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Lane {
+    /// The application's messages.
+    Default,
+    /// The DATA interceptor's bulk stream.
+    Bulk,
+}
+
+type Key = (Transport, SocketAddr, Lane);
 
 /// The channel table of a node.
 pub(crate) struct Channels {
@@ -267,7 +286,7 @@ async fn run<L: Link, F>(
 ) where
     F: Future<Output = Result<(L, ClosedSignal), String>> + Send + 'static,
 {
-    let (transport, addr) = key;
+    let (transport, addr, _) = key;
     let counters = env.counters.clone();
     let tc = counters.transport(transport);
     let opened = match tokio::time::timeout(env.connect_timeout, connect).await {
@@ -361,7 +380,7 @@ async fn run<L: Link, F>(
 }
 
 fn lost(env: &ChannelEnv, key: Key, id: u64, rx: &mut mpsc::Receiver<Outgoing>, awaiting: &mut Awaiting, reason: String) {
-    let (transport, addr) = key;
+    let (transport, addr, _) = key;
     tracing::debug!(%transport, %addr, %reason, "channel lost");
     bump(&env.counters.channel_failures);
     env.channels.retire(key, id, rx);

@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::channel::{ChannelEnv, Channels, Outgoing};
+use crate::channel::{ChannelEnv, Channels, Lane, Outgoing};
 use crate::inbox::{Inbox, TryDeliver};
 use crate::notify::{Notifier, Notify};
 use crate::stats::{bump, Counters};
@@ -334,11 +334,22 @@ impl<H: Header> Node<H> {
     /// (waiting while its channel's queue is full); `Err` if it cannot be
     /// sent at all.
     pub async fn send(&self, msg: Message<H>) -> Result<(), SendError> {
-        self.send_with(msg, Notifier::none()).await
+        self.send_with(msg, Notifier::none(), Lane::Default).await
     }
 
     /// Send `msg` and get its delivery notifications.
     pub async fn send_notify(&self, msg: Message<H>) -> Result<Notify, SendError> {
+        self.send_notify_on(msg, Lane::Default).await
+    }
+
+    /// [`Node::send_notify`] on the bulk lane: a TCP or Braid channel of
+    /// its own per destination, for the DATA interceptor (see the
+    /// `channel` module).
+    pub(crate) async fn send_notify_bulk(&self, msg: Message<H>) -> Result<Notify, SendError> {
+        self.send_notify_on(msg, Lane::Bulk).await
+    }
+
+    async fn send_notify_on(&self, msg: Message<H>, lane: Lane) -> Result<Notify, SendError> {
         let confirms = self.is_local(msg.header().destination())
             || match msg.header().transport() {
                 Transport::Braid | Transport::Exon => true,
@@ -346,11 +357,11 @@ impl<H: Header> Node<H> {
                 Transport::Udp | Transport::Data => false,
             };
         let (n, notify) = Notifier::pair(confirms);
-        self.send_with(msg, n).await?;
+        self.send_with(msg, n, lane).await?;
         Ok(notify)
     }
 
-    async fn send_with(&self, msg: Message<H>, mut notifier: Notifier) -> Result<(), SendError> {
+    async fn send_with(&self, msg: Message<H>, mut notifier: Notifier, lane: Lane) -> Result<(), SendError> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::Acquire) {
             return Err(SendError::Closed);
@@ -399,14 +410,14 @@ impl<H: Header> Node<H> {
                 let core = inner.core.clone();
                 let lowat = inner.tcp_notsent_lowat;
                 let out = Outgoing { frame, notifier };
-                Channels::send(&inner.env, (transport, to), out, move || crate::tcp::connect(core, to, lowat)).await;
+                Channels::send(&inner.env, (transport, to, lane), out, move || crate::tcp::connect(core, to, lowat)).await;
                 Ok(())
             }
             Transport::Braid => {
                 let core = inner.core.clone();
                 let endpoint = inner.braid.clone().ok_or(SendError::TransportDisabled(transport))?;
                 let out = Outgoing { frame, notifier };
-                Channels::send(&inner.env, (transport, to), out, move || crate::braid_link::connect(core, endpoint, to)).await;
+                Channels::send(&inner.env, (transport, to, lane), out, move || crate::braid_link::connect(core, endpoint, to)).await;
                 Ok(())
             }
             Transport::Exon => {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// | `Tcp` | FIFO per destination | at most once across a connection failure | kernel TCP, created on first use | when the peer's kernel acknowledged every byte (Linux `TCP_INFO`'s `tcpi_bytes_acked`); not that the application read it |
 /// | `Braid` | FIFO per destination | at most once across a connection failure | Braid's reliable transport over UDP | when Braid's peer acknowledged every byte |
 /// | `Exon` | none | exactly once (at most once if the receiver restarts without its durable clock: reported as failed, in doubt) | none: Exon's soft half-connections over one UDP socket at base port + 2 | when Exon's outcome for the message is `Delivered` |
-/// | `Data` | per chosen transport | at most once | a pseudo-transport: the DATA interceptor replaces it by `Tcp` or `Braid` per message | as the chosen transport |
+/// | `Data` | FIFO among the stream's messages per chosen transport; none with the application's other messages | at most once | a pseudo-transport: the DATA interceptor replaces it by `Tcp` or `Braid` per message, sent on a TCP or Braid channel of its own (the bulk lane), so the application's messages to the same destination never wait behind the stream | as the chosen transport |
 ///
 /// Exon node ids are derived from the Exon socket address (FNV-1a 64 of
 /// the IP octets and the port), so a sender knows the destination's id

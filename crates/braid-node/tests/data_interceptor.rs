@@ -45,6 +45,12 @@ async fn static_ratio_with_pattern_selection_splits_exactly() {
         }
     }
     assert_eq!(per, [300, 100, 1]);
+    // Every byte is acknowledged in the end (what the reward counts).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while data.stats(b.local_addr()).unwrap().delivered_bytes < s.bytes && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(data.stats(b.local_addr()).unwrap().delivered_bytes, (N * 10_000) as u64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,4 +84,50 @@ async fn the_learner_runs_episodes_on_a_live_stream() {
     assert!(s.episodes.iter().all(|e| (-1.0..=1.0).contains(&e.ratio)));
     assert_eq!(s.tcp_messages + s.braid_messages, sent as u64);
     assert_eq!(drain.await.unwrap(), sent);
+}
+
+/// The stream travels on channels of its own (the bulk lane): a TCP
+/// message to the same destination is taken by the kernel while the
+/// stream's TCP channel is stalled (the receiver stopped reading). On a
+/// shared channel it would wait behind the stalled stream forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_messages_do_not_queue_behind_a_stalled_stream() {
+    let a: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse().unwrap(), NodeConfig::default()).await.unwrap();
+    // A receiver that reads nothing and queues at most 4 messages: the
+    // stream backs up into the kernels and then into the sending node.
+    let b: Node<BasicHeader> =
+        Node::bind("127.0.0.1:0".parse().unwrap(), NodeConfig { recv_queue: 4, ..Default::default() }).await.unwrap();
+    let cfg = DataConfig { policy: PolicyConfig::Static(Ratio::new(0, 1)), ..Default::default() };
+    let data = std::sync::Arc::new(DataInterceptor::new(a.clone(), cfg).unwrap());
+    let h = BasicHeader::new(BasicAddress::new(a.local_addr()), BasicAddress::new(b.local_addr()), Transport::Data);
+    const N: u64 = 2_000;
+    let feeder = {
+        let (data, h) = (data.clone(), h.clone());
+        tokio::spawn(async move {
+            for _ in 0..N {
+                if data.send(Message::raw(h.clone(), vec![7u8; 64 << 10])).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    // Wait until the stream is stalled: no byte taken for 1 s.
+    let mut last = u64::MAX;
+    let stalled = loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = data.stats(b.local_addr()).map_or(0, |s| s.bytes);
+        if now == last || feeder.is_finished() {
+            break now;
+        }
+        last = now;
+    };
+    assert!(stalled < N * (64 << 10), "the stream never stalled ({stalled} bytes taken)");
+    let ctl = BasicHeader::new(h.src, h.dst, Transport::Tcp);
+    let mut n = a.send_notify(Message::raw(ctl, &b"ping"[..])).await.unwrap();
+    let sent = tokio::time::timeout(Duration::from_secs(10), n.sent()).await;
+    assert!(matches!(sent, Ok(Ok(()))), "the control message waited behind the stream: {sent:?}");
+    assert!(data.stats(b.local_addr()).unwrap().tcp_messages < N, "the stream was still stalled");
+    assert_eq!(a.open_channels(), 2, "one TCP channel for the stream, one for the application");
+    feeder.abort();
+    drop(b);
 }

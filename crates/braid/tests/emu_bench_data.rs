@@ -50,5 +50,20 @@ fn short_run_delivers_everything_and_reports_every_key() {
             assert!(c["bulk_mbps"].as_f64().unwrap() > 0.0, "bulk data flowed during the pings: {c}");
         }
     }
-    assert_eq!(v["control_p50"].as_array().map(Vec::len), Some(2));
+    let p50s = v["control_p50"].as_array().expect("control_p50 array");
+    assert_eq!(p50s.len(), 2);
+    for p in p50s {
+        let floor = p["floor_p50_ms"].as_f64().expect("floor_p50_ms");
+        let none = control.iter().find(|c| c["rtt_ms"] == p["rtt_ms"] && c["data"] == "none").unwrap();
+        assert_eq!(floor, none["p50_ms"].as_f64().unwrap(), "{p}");
+        for key in ["tcp_added_p50_ms", "braid_added_p50_ms", "control_added_p50_ms"] {
+            assert!(p[key].is_f64(), "{key}: {p}");
+        }
+        // DATA's added p50 is its p50 minus the floor.
+        let data = control.iter().find(|c| c["rtt_ms"] == p["rtt_ms"] && c["data"] == "data").unwrap();
+        let added = p["control_added_p50_ms"].as_f64().unwrap();
+        assert!((added - (data["p50_ms"].as_f64().unwrap() - floor)).abs() < 1e-9, "{p}");
+        assert!(p["control_added_ratio"].is_f64() || p["control_added_ratio"].is_null(), "{p}");
+        assert!(p.get("data_p50_over_tcp_p50").is_some(), "{p}");
+    }
 }

@@ -3,6 +3,19 @@
 //! whose transport is [`Transport::Data`], which it queues per
 //! destination and releases with [`DataFlow`], each resolved to `Tcp` or
 //! `Braid`.
+//!
+//! Released messages go on the node's bulk lane: per destination a TCP
+//! and a Braid channel of their own, apart from the channels of the
+//! application's messages. A control message sent over TCP to the same
+//! destination while the stream runs (seed 000 Fig. 8) so waits neither
+//! behind the stream's part of the TCP channel's queue, nor behind the
+//! kernel's unsent bytes of the stream (`TCP_NOTSENT_LOWAT`), nor behind
+//! the stream's retransmissions (TCP delivers in order: a ping written
+//! after a lost data segment waits at least one more RTT, several in a
+//! loss episode). What it still shares with the stream is the path's
+//! bottleneck queue. The paper's conclusion (§VI) asks for exactly this
+//! separation of control and data channels; DATA gives it without the
+//! application opening anything.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -16,7 +29,7 @@ use super::{
     DataFlow, EpisodeReport, FlowConfig, LearnerConfig, PatternSelection, RandomSelection, Ratio, RatioPolicy,
     SelectionPolicy, StaticRatio, TdLearner,
 };
-use crate::{Address, ConfigError, DataHeader, Message, Node, SendError, Transport};
+use crate::{Address, ConfigError, DataHeader, DeliveryStatus, Message, Node, SendError, Transport};
 
 /// How the ratio is set.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +117,9 @@ pub struct DataStats {
     pub braid_messages: u64,
     /// Body bytes taken by the transports.
     pub bytes: u64,
+    /// Body bytes the receiving transports acknowledged (taken, where the
+    /// transport cannot know).
+    pub delivered_bytes: u64,
     /// Data messages that failed.
     pub failed: u64,
     /// The most recent episodes (at most 4096).
@@ -228,11 +244,13 @@ impl<H: DataHeader> DataInterceptor<H> {
     }
 }
 
-struct Done {
-    transport: Transport,
-    ok: bool,
-    bytes: u64,
-    latency: Duration,
+/// What became of a released message.
+enum Done {
+    /// Taken by its transport (`ok`) or failed before.
+    Sent { transport: Transport, ok: bool, bytes: u64, latency: Duration },
+    /// Acknowledged by the receiving transport (or, where the transport
+    /// cannot know, taken): the bytes the reward counts.
+    Delivered { bytes: u64 },
 }
 
 async fn run_stream<H: DataHeader>(
@@ -288,7 +306,7 @@ async fn run_stream<H: DataHeader>(
                     continue;
                 }
             };
-            match node.send_notify(msg).await {
+            match node.send_notify_bulk(msg).await {
                 Ok(mut notify) => {
                     stats.send_modify(|s| match t {
                         Transport::Braid => s.braid_messages += 1,
@@ -297,7 +315,12 @@ async fn run_stream<H: DataHeader>(
                     let done = done_tx.clone();
                     tokio::spawn(async move {
                         let ok = notify.sent().await.is_ok();
-                        let _ = done.send(Done { transport: t, ok, bytes, latency: now.elapsed() });
+                        let _ = done.send(Done::Sent { transport: t, ok, bytes, latency: now.elapsed() });
+                        // `Sent` is final where the transport cannot
+                        // confirm delivery: it counts as delivered then.
+                        if ok && matches!(notify.outcome().await, DeliveryStatus::Delivered | DeliveryStatus::Sent) {
+                            let _ = done.send(Done::Delivered { bytes });
+                        }
                     });
                 }
                 Err(e) => {
@@ -322,16 +345,22 @@ async fn run_stream<H: DataHeader>(
         }
         let deadline = from_core(flow.deadline());
         tokio::select! {
-            Some(d) = done_rx.recv() => {
-                if d.ok {
-                    flow.on_sent(d.transport, d.bytes, d.latency);
-                    stats.send_modify(|s| s.bytes += d.bytes);
-                } else {
-                    flow.on_failed(d.transport);
-                    stats.send_modify(|s| s.failed += 1);
+            Some(d) = done_rx.recv() => match d {
+                Done::Sent { transport, ok: true, bytes, latency } => {
+                    flow.on_sent(transport, bytes, latency);
+                    stats.send_modify(|s| s.bytes += bytes);
+                    finish(true, &pending);
                 }
-                finish(d.ok, &pending);
-            }
+                Done::Sent { transport, ok: false, .. } => {
+                    flow.on_failed(transport);
+                    stats.send_modify(|s| s.failed += 1);
+                    finish(false, &pending);
+                }
+                Done::Delivered { bytes } => {
+                    flow.on_delivered(bytes);
+                    stats.send_modify(|s| s.delivered_bytes += bytes);
+                }
+            },
             m = rx.recv(), if flow.can_release() && backlog.is_none() && input_open => match m {
                 Some(m) => backlog = Some(m),
                 None => input_open = false,
