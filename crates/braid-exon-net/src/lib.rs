@@ -148,6 +148,24 @@ enum Command {
     Close,
 }
 
+/// Kernel socket buffers asked for (the kernel caps them at its maximum).
+/// The default (about 208 KiB) holds some 90 datagrams, 8 ms at 100 Mbit/s:
+/// a driver stalled that long by a busy machine overflows it, and every
+/// datagram lost there is a retransmission. TCP autotunes its buffers.
+const SOCKET_BUFFER: usize = 8 << 20;
+
+/// A UDP socket bound to `addr` with large kernel buffers.
+fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Best effort: a smaller buffer costs retransmissions, not correctness.
+    let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    UdpSocket::from_std(s.into())
+}
+
 /// An Exon node on a UDP socket.
 pub struct ExonSocket {
     id: NodeId,
@@ -182,7 +200,7 @@ impl ExonSocket {
             }
             None => (ExonNode::new(node_cfg, id, clock), None),
         };
-        let socket = UdpSocket::bind(addr).await?;
+        let socket = bind_udp(addr)?;
         let local = socket.local_addr()?;
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (received_tx, received) = mpsc::unbounded_channel();

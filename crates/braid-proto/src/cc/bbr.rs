@@ -1,5 +1,7 @@
 //! A delivery-rate congestion controller in the style of BBR
-//! (draft-cardwell-iccrg-bbr-congestion-control-00, "BBR v1").
+//! (draft-cardwell-iccrg-bbr-congestion-control-00, "BBR v1"), with the
+//! loss-bounded in-flight model of BBRv2/v3 (draft-cardwell-ccwg-bbr-00,
+//! cited below as "v3 §x").
 //!
 //! Instead of reading loss as congestion, it measures the path: the
 //! bottleneck bandwidth (`BtlBw`, a windowed maximum of delivery-rate
@@ -8,6 +10,22 @@
 //! what is in flight by `cwnd_gain × BtlBw × RTprop`. Random loss does not
 //! change either estimate, which is what a loss-tolerant transport such as
 //! Exon needs: at 5% random loss a loss-based controller collapses.
+//!
+//! BBRv1 alone overflows a bottleneck queue of one BDP on a clean link:
+//! `cwnd_gain` 2 allows `BDP + 1 BDP of queue` in flight, so the slightest
+//! over-estimate of `BtlBw` (a max filter over jittery samples) or of
+//! `RTprop` fills that queue to the brim and beyond, and Startup's 2.885
+//! gain overshoots it by up to a BDP before the bandwidth plateau is seen.
+//! Following v3, Startup keeps at most 2 BDPs in flight (§4.3.1.1,
+//! `BBRDefaultCwndGain`) while still pacing at 2.885, and (§4.3.1.3,
+//! §4.5.10) a round trip that loses more than 2% of its data ends Startup
+//! and sets `inflight_hi`, an upper bound on
+//! what is in flight learned from where loss began; outside bandwidth
+//! probing the flow stays 15% below it (v3 §4.3.3.1 headroom). Unlike v3,
+//! loss counts only when it comes with a *standing queue* (the whole
+//! round's RTTs above `RTprop` by a quarter): a full drop-tail queue has
+//! one, random loss on an idle queue does not, so random loss still never
+//! shrinks the rate.
 //!
 //! Delivery-rate samples follow draft-cheng-iccrg-delivery-rate-estimation
 //! §3: each packet remembers, when sent, how much had been delivered and
@@ -28,10 +46,29 @@ const HIGH_GAIN: f64 = 2.885;
 const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 /// BtlBw filter length in round trips (§4.1.1.2).
 const BW_WINDOW_ROUNDS: u64 = 10;
-/// RTprop filter length (§4.1.2.2).
+/// RTprop filter length (§4.1.2.2, v3 MinRTTFilterLen).
 const RTPROP_WINDOW: Duration = Duration::from_secs(10);
+/// ProbeRTT is due when no RTT near `RTprop` was seen for this long. v3
+/// §4.3.4.1 uses 5 s to line up with other BBR flows; Exon keeps v1's
+/// 10 s (§4.3.5), halving the ~2% of throughput that ProbeRTT costs.
+const PROBE_RTT_INTERVAL: Duration = Duration::from_secs(10);
 /// Time spent in ProbeRTT (§4.3.5).
 const PROBE_RTT_TIME: Duration = Duration::from_millis(200);
+/// In-flight target in ProbeRTT, as a fraction of the BDP (v3 §4.3.4.1
+/// BBRProbeRTTCwndGain).
+const PROBE_RTT_CWND_GAIN: f64 = 0.5;
+/// Largest tolerated loss rate per round trip (v3 §2.8 BBRLossThresh).
+const LOSS_THRESH: f64 = 0.02;
+/// Lost packets in a round before Startup may end on loss (v3 §4.3.1.3
+/// BBRStartupFullLossCnt).
+const STARTUP_FULL_LOSS_COUNT: u64 = 6;
+/// Multiplicative decrease of the in-flight target on a lossy round (v3
+/// §2.8 BBRBeta).
+const BETA: f64 = 0.7;
+/// Free headroom left below `inflight_hi` outside probing (v3 §2.8
+/// BBRHeadroom).
+const HEADROOM: f64 = 0.15;
+
 /// Smallest window, in packets (§4.2.3.1).
 const MIN_PACKETS: u64 = 4;
 /// Most send snapshots kept (bounds memory if acknowledgements stop).
@@ -52,6 +89,9 @@ struct Snapshot {
     delivered: u64,
     delivered_time: Instant,
     first_sent_time: Instant,
+    /// Bytes in flight once this packet was sent (v3 §2.2
+    /// packet.tx_in_flight).
+    tx_in_flight: u64,
 }
 
 /// BBR-style congestion control.
@@ -104,9 +144,12 @@ pub struct Bbr {
     // BtlBw max filter: (round, bytes/s), one entry per round.
     bw_samples: VecDeque<(u64, f64)>,
     btl_bw: f64,
-    // RTprop min filter.
+    // RTprop min filter, and the shorter ProbeRTT schedule (v3 §4.3.4.4).
     rtprop: Option<Duration>,
     rtprop_stamp: Instant,
+    probe_rtt_min_delay: Option<Duration>,
+    probe_rtt_min_stamp: Instant,
+    probe_rtt_expired: bool,
     // Startup plateau detection (§4.3.2.2).
     full_bw: f64,
     full_bw_rounds: u64,
@@ -118,6 +161,29 @@ pub struct Bbr {
     probe_rtt_done: Option<Instant>,
     prior_mode_cwnd: u64,
     bytes_in_flight: u64,
+    // Loss signals of the current round (v3 §4.5.10).
+    round_lost: u64,
+    round_lost_packets: u64,
+    round_start_delivered: u64,
+    /// Smallest RTT of the current and of the previous round.
+    round_min_rtt: Option<Duration>,
+    prev_round_min_rtt: Option<Duration>,
+    /// Losses of packets sent before this answered the last reaction.
+    loss_reaction_at: Option<Instant>,
+    /// Most data delivered over one sampling interval (about a round
+    /// trip), this round and the previous one (v3 §4.3.1.3
+    /// BBR.inflight_latest).
+    delivered_latest: u64,
+    prev_delivered_latest: u64,
+    /// `tx_in_flight` of the latest acknowledged packet.
+    last_tx_in_flight: u64,
+    /// Upper bound on in flight learned from loss (v3 §2.9.2
+    /// BBR.inflight_hi); `None` is infinity.
+    inflight_hi: Option<u64>,
+    /// Rounds of exponential growth of `inflight_hi` while probing (v3
+    /// §4.3.3.6 BBR.bw_probe_up_rounds), and its fractional growth.
+    probe_up_rounds: u32,
+    inflight_hi_credit: f64,
     // Tunables.
     cwnd_gain: f64,
     startup_gain: f64,
@@ -144,6 +210,9 @@ impl Bbr {
             btl_bw: 0.0,
             rtprop: None,
             rtprop_stamp: Instant::ZERO,
+            probe_rtt_min_delay: None,
+            probe_rtt_min_stamp: Instant::ZERO,
+            probe_rtt_expired: false,
             full_bw: 0.0,
             full_bw_rounds: 0,
             filled_pipe: false,
@@ -152,6 +221,18 @@ impl Bbr {
             probe_rtt_done: None,
             prior_mode_cwnd: 0,
             bytes_in_flight: 0,
+            round_lost: 0,
+            round_lost_packets: 0,
+            round_start_delivered: 0,
+            round_min_rtt: None,
+            prev_round_min_rtt: None,
+            loss_reaction_at: None,
+            delivered_latest: 0,
+            prev_delivered_latest: 0,
+            last_tx_in_flight: 0,
+            inflight_hi: None,
+            probe_up_rounds: 0,
+            inflight_hi_credit: 0.0,
             cwnd_gain: 2.0,
             startup_gain: HIGH_GAIN,
         }
@@ -174,6 +255,18 @@ impl Bbr {
         (self.btl_bw > 0.0).then_some((self.btl_bw * rtt.as_secs_f64()) as u64)
     }
 
+    /// The upper bound on bytes in flight learned from loss that came with
+    /// a standing queue (v3 `BBR.inflight_hi`), once there was such loss.
+    pub fn inflight_hi(&self) -> Option<u64> {
+        self.inflight_hi
+    }
+
+    /// True once Startup has ended (the bandwidth plateaued, or the queue
+    /// overflowed).
+    pub fn filled_pipe(&self) -> bool {
+        self.filled_pipe
+    }
+
     fn pacing_gain(&self) -> f64 {
         match self.mode {
             Mode::Startup => self.startup_gain,
@@ -187,6 +280,30 @@ impl Bbr {
         match self.bdp() {
             Some(bdp) => ((gain * bdp as f64) as u64).max(MIN_PACKETS * self.mss),
             None => self.initial_window,
+        }
+    }
+
+    /// The most the model lets in flight (v3 §4.6.4.4
+    /// BBRBoundCwndForModel): `inflight_hi` while probing or draining,
+    /// 15% below it while cruising (headroom for other flows and bursts),
+    /// but never below the BDP, which pacing at `BtlBw` needs in flight.
+    fn inflight_cap(&self) -> u64 {
+        let Some(hi) = self.inflight_hi else {
+            return u64::MAX;
+        };
+        let floor = MIN_PACKETS * self.mss;
+        let cruising = match self.mode {
+            Mode::ProbeBw => CYCLE[self.cycle_index] == 1.0,
+            Mode::ProbeRtt => true,
+            Mode::Startup | Mode::Drain => false,
+        };
+        if cruising {
+            let headroom = ((HEADROOM * hi as f64) as u64).max(self.mss);
+            hi.saturating_sub(headroom)
+                .max(self.target_cwnd(1.0))
+                .max(floor)
+        } else {
+            hi.max(floor)
         }
     }
 
@@ -222,6 +339,96 @@ impl Bbr {
         }
     }
 
+    /// A new packet-timed round begins (§4.1.1.3): the loss and RTT
+    /// signals of the last one are rolled over.
+    fn start_round(&mut self) {
+        self.round_lost = 0;
+        self.round_lost_packets = 0;
+        self.round_start_delivered = self.delivered;
+        self.prev_round_min_rtt = self.round_min_rtt.take();
+        self.prev_delivered_latest = std::mem::take(&mut self.delivered_latest);
+    }
+
+    /// The queue stood all round: the smallest RTT of the round so far
+    /// (and, outside Startup, of the previous round too) exceeds `RTprop`
+    /// by a quarter (and 1 ms). A drop-tail queue that overflows is full;
+    /// random loss on a path the flow keeps drained is not accompanied by
+    /// one. Startup looks at the current round alone: its queue grows from
+    /// round to round, and waiting a round would overshoot further.
+    fn standing_queue(&self) -> bool {
+        let Some(base) = self.rtprop else {
+            return false;
+        };
+        let threshold = base + (base / 4).max(Duration::from_millis(1));
+        let current = self.round_min_rtt.is_some_and(|m| m > threshold);
+        if self.mode == Mode::Startup {
+            current
+        } else {
+            current && self.prev_round_min_rtt.is_none_or(|m| m > threshold)
+        }
+    }
+
+    /// v3 §4.5.10 IsInflightTooHigh, qualified by a standing queue.
+    fn inflight_too_high(&self) -> bool {
+        let delivered = self.delivered.saturating_sub(self.round_start_delivered);
+        let lossy = self.round_lost as f64 > LOSS_THRESH * (delivered + self.round_lost) as f64;
+        let enough =
+            self.mode != Mode::Startup || self.round_lost_packets >= STARTUP_FULL_LOSS_COUNT;
+        lossy && enough && self.standing_queue()
+    }
+
+    /// The queue overflowed: bound what is in flight where the loss began.
+    fn handle_inflight_too_high(&mut self, now: Instant) {
+        self.loss_reaction_at = Some(now);
+        self.probe_up_rounds = 0;
+        self.inflight_hi_credit = 0.0;
+        if self.mode == Mode::Startup {
+            // v3 §4.3.1.3: the pipe is full; the safe level is what one
+            // round trip delivered, at least the BDP. Drain next.
+            self.filled_pipe = true;
+            let latest = self.delivered_latest.max(self.prev_delivered_latest);
+            let bdp = self.target_cwnd(1.0);
+            self.inflight_hi = Some(latest.max(bdp));
+            self.mode = Mode::Drain;
+        } else {
+            // v3 §4.5.10 BBRHandleInflightTooHigh: the packets lost were
+            // sent with about `tx_in_flight` out; never go below β × BDP.
+            let target = (self.target_cwnd(1.0).min(self.cwnd) as f64 * BETA) as u64;
+            self.inflight_hi = Some(
+                self.last_tx_in_flight
+                    .max(target)
+                    .max(MIN_PACKETS * self.mss),
+            );
+            if self.mode == Mode::ProbeBw && CYCLE[self.cycle_index] > 1.0 {
+                // Stop probing up (v3 §4.3.3.4 exit on loss).
+                self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
+                self.cycle_stamp = now;
+            }
+        }
+        self.round_lost = 0;
+        self.round_lost_packets = 0;
+        self.round_start_delivered = self.delivered;
+        self.cwnd = self.cwnd.min(self.inflight_cap());
+    }
+
+    /// v3 §4.3.3.6 BBRAdaptUpperBounds: without excess loss, `inflight_hi`
+    /// follows what was actually in flight, and while probing up and
+    /// limited by it, grows by 1, 2, 4, … packets per probe (spread over
+    /// the acknowledgements), so a larger path is found in O(log) probes.
+    fn adapt_upper_bound(&mut self, acked_bytes: u64, tx_in_flight: u64) {
+        let Some(hi) = self.inflight_hi else { return };
+        let mut hi = hi.max(tx_in_flight);
+        let probing = self.mode == Mode::ProbeBw && CYCLE[self.cycle_index] > 1.0;
+        if probing && tx_in_flight + self.mss >= hi {
+            let growth = (self.mss << self.probe_up_rounds.min(30)) as f64;
+            self.inflight_hi_credit += acked_bytes as f64 * growth / self.cwnd.max(self.mss) as f64;
+            let whole = self.inflight_hi_credit.floor();
+            self.inflight_hi_credit -= whole;
+            hi += whole as u64;
+        }
+        self.inflight_hi = Some(hi);
+    }
+
     fn update_mode(&mut self, now: Instant) {
         if self.mode == Mode::Startup && self.filled_pipe {
             self.mode = Mode::Drain;
@@ -236,7 +443,7 @@ impl Bbr {
             // Leave the probing phase once it has filled the pipe further,
             // the draining phase once the queue it made is gone.
             let advance = if gain > 1.0 {
-                elapsed && self.bytes_in_flight >= self.target_cwnd(gain)
+                elapsed && self.bytes_in_flight >= self.target_cwnd(gain).min(self.inflight_cap())
                     || now.saturating_duration_since(self.cycle_stamp) > 2 * rtprop
             } else if gain < 1.0 {
                 elapsed || self.bytes_in_flight <= self.target_cwnd(1.0)
@@ -244,32 +451,67 @@ impl Bbr {
                 elapsed
             };
             if advance {
+                if gain > 1.0 && self.inflight_hi.is_some() {
+                    // A probe without excess loss: the next one grows
+                    // `inflight_hi` twice as fast (v3 §4.3.3.6
+                    // BBRRaiseInflightHiSlope).
+                    self.probe_up_rounds = (self.probe_up_rounds + 1).min(30);
+                }
                 self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
                 self.cycle_stamp = now;
             }
         }
-        // ProbeRTT (§4.3.5): when RTprop has not been refreshed for 10 s,
-        // drain to 4 packets for 200 ms to see the empty-queue RTT.
-        let expired = self.rtprop.is_some()
-            && now.saturating_duration_since(self.rtprop_stamp) > RTPROP_WINDOW;
-        if expired && self.mode != Mode::ProbeRtt {
+        // ProbeRTT (v3 §4.3.4.4): when no RTT near RTprop was seen for
+        // PROBE_RTT_INTERVAL, hold half a BDP in flight for 200 ms (and at
+        // least a round trip) to see the empty-queue RTT.
+        if self.probe_rtt_expired && self.mode != Mode::ProbeRtt {
+            self.probe_rtt_expired = false;
             self.mode = Mode::ProbeRtt;
-            self.prior_mode_cwnd = self.cwnd;
+            self.prior_mode_cwnd = self.cwnd.max(self.prior_mode_cwnd);
             self.probe_rtt_done = None;
         }
         if self.mode == Mode::ProbeRtt {
-            if self.probe_rtt_done.is_none() && self.bytes_in_flight <= MIN_PACKETS * self.mss {
-                self.probe_rtt_done = Some(now + PROBE_RTT_TIME);
+            if self.probe_rtt_done.is_none() && self.bytes_in_flight <= self.probe_rtt_cwnd() {
+                self.probe_rtt_done =
+                    Some(now + PROBE_RTT_TIME.max(self.rtprop.unwrap_or_default()));
             }
             if self.probe_rtt_done.is_some_and(|t| now >= t) {
-                self.rtprop_stamp = now;
+                // Schedule the next one; the RTT filter took what this one
+                // measured.
+                self.probe_rtt_min_stamp = now;
                 self.cwnd = self.cwnd.max(self.prior_mode_cwnd);
+                self.prior_mode_cwnd = 0;
                 if self.filled_pipe {
                     self.enter_probe_bw(now);
                 } else {
                     self.mode = Mode::Startup;
                 }
             }
+        }
+    }
+
+    fn probe_rtt_cwnd(&self) -> u64 {
+        self.target_cwnd(PROBE_RTT_CWND_GAIN)
+    }
+
+    /// v3 §4.3.4.4 BBRUpdateMinRTT. An RTT within 1/8 of `RTprop`
+    /// also postpones ProbeRTT: the queue was (nearly) empty, which is
+    /// what ProbeRTT would go and look for.
+    fn update_min_rtt(&mut self, now: Instant, rtt: Duration) {
+        let expired = now.saturating_duration_since(self.probe_rtt_min_stamp) > PROBE_RTT_INTERVAL;
+        let near_min = self.probe_rtt_min_delay.is_some_and(|m| rtt <= m + m / 8);
+        if self.probe_rtt_min_delay.is_none_or(|m| rtt < m) || expired {
+            self.probe_rtt_min_delay = Some(rtt);
+            self.probe_rtt_min_stamp = now;
+        } else if near_min {
+            self.probe_rtt_min_stamp = now;
+        }
+        self.probe_rtt_expired = expired && !near_min;
+        let min_expired = now.saturating_duration_since(self.rtprop_stamp) > RTPROP_WINDOW;
+        let probe = self.probe_rtt_min_delay.unwrap_or(rtt);
+        if self.rtprop.is_none_or(|m| probe < m) || min_expired {
+            self.rtprop = Some(probe);
+            self.rtprop_stamp = self.probe_rtt_min_stamp;
         }
     }
 
@@ -284,16 +526,15 @@ impl Bbr {
         if self.mode == Mode::ProbeRtt {
             self.cwnd = self
                 .cwnd
-                .min(MIN_PACKETS * self.mss)
+                .min(self.probe_rtt_cwnd())
                 .max(MIN_PACKETS * self.mss);
             return;
         }
-        let gain = if self.mode == Mode::Startup {
-            self.startup_gain
-        } else {
-            self.cwnd_gain
-        };
-        let target = self.target_cwnd(gain);
+        // Startup paces at 2.885 but, as v3 §4.3.1.1 does
+        // (BBRDefaultCwndGain), keeps at most 2 BDPs in flight: enough to
+        // double the rate each round, and v1's 2.885 BDPs overflow a
+        // queue of one BDP by almost another before the plateau shows.
+        let target = self.target_cwnd(self.cwnd_gain);
         // §4.2.3.4: grow towards the target; before the pipe is full, grow
         // freely (slow-start-like).
         if self.filled_pipe {
@@ -301,7 +542,10 @@ impl Bbr {
         } else if self.cwnd < target || self.delivered < self.initial_window {
             self.cwnd += acked_bytes;
         }
-        self.cwnd = self.cwnd.max(MIN_PACKETS * self.mss);
+        self.cwnd = self
+            .cwnd
+            .min(self.inflight_cap())
+            .max(MIN_PACKETS * self.mss);
     }
 }
 
@@ -325,6 +569,7 @@ impl CongestionController for Bbr {
             delivered: self.delivered,
             delivered_time: self.delivered_time,
             first_sent_time: self.first_sent_time,
+            tx_in_flight: bytes_in_flight,
         });
     }
 
@@ -348,6 +593,7 @@ impl CongestionController for Bbr {
             Some(s) if s.sent_time == acked.sent_time => Some(*s),
             _ => None,
         };
+        let rtt = acked.rtt.latest;
         if let Some(s) = snap {
             self.snapshots.pop_front();
             self.first_sent_time = s.sent_time;
@@ -358,22 +604,23 @@ impl CongestionController for Bbr {
             if round_start {
                 self.next_round_delivered = self.delivered;
                 self.round += 1;
+                self.start_round();
             }
             // An interval shorter than RTprop would overestimate (§3.3).
-            let floor = self.rtprop.unwrap_or(Duration::ZERO).min(acked.rtt.latest);
+            let floor = self.rtprop.unwrap_or(Duration::ZERO).min(rtt);
             if interval >= floor && !interval.is_zero() {
                 let sample = (self.delivered - s.delivered) as f64 / interval.as_secs_f64();
                 self.update_bw(sample, acked.app_limited);
             }
+            self.delivered_latest = self.delivered_latest.max(self.delivered - s.delivered);
+            self.last_tx_in_flight = s.tx_in_flight;
             self.check_full_pipe(round_start, acked.app_limited);
+            if !acked.app_limited && !self.inflight_too_high() {
+                self.adapt_upper_bound(acked.bytes, s.tx_in_flight);
+            }
         }
-        let rtt = acked.rtt.latest;
-        if self.rtprop.is_none_or(|m| rtt <= m)
-            || now.saturating_duration_since(self.rtprop_stamp) > RTPROP_WINDOW
-        {
-            self.rtprop = Some(rtt);
-            self.rtprop_stamp = now;
-        }
+        self.round_min_rtt = Some(self.round_min_rtt.map_or(rtt, |m| m.min(rtt)));
+        self.update_min_rtt(now, rtt);
         self.update_mode(now);
         self.update_cwnd(acked.bytes);
     }
@@ -385,13 +632,25 @@ impl CongestionController for Bbr {
 
     fn on_congestion_event(
         &mut self,
-        _now: Instant,
-        _lost_sent_time: Instant,
+        now: Instant,
+        lost_sent_time: Instant,
         lost_bytes: u64,
         _persistent: bool,
     ) {
-        // Loss is not a congestion signal here: the model of the path is.
+        // Loss alone is not a congestion signal here: the model of the
+        // path is. Loss beyond 2% of a round with a standing queue is the
+        // queue overflowing, and bounds what is in flight (v3 §4.5.10);
+        // losses of packets sent before the last such reaction were
+        // answered by it.
         self.bytes_in_flight = self.bytes_in_flight.saturating_sub(lost_bytes);
+        if self.loss_reaction_at.is_some_and(|t| lost_sent_time <= t) {
+            return;
+        }
+        self.round_lost += lost_bytes;
+        self.round_lost_packets += lost_bytes.div_ceil(self.mss);
+        if self.inflight_too_high() {
+            self.handle_inflight_too_high(now);
+        }
     }
 
     fn on_retransmission_timeout(&mut self, _now: Instant) {
@@ -409,7 +668,7 @@ impl CongestionController for Bbr {
 
     fn ssthresh(&self) -> u64 {
         if self.filled_pipe {
-            self.target_cwnd(self.cwnd_gain)
+            self.target_cwnd(self.cwnd_gain).min(self.inflight_cap())
         } else {
             u64::MAX
         }
@@ -421,6 +680,10 @@ impl CongestionController for Bbr {
 
     fn pacing_rate(&self, smoothed_rtt: Duration) -> f64 {
         if self.btl_bw > 0.0 {
+            // v3 §4.6.2 paces 1% below the estimate (BBRPacingMarginPercent)
+            // to keep an over-estimate from building a queue; here
+            // `inflight_hi` bounds that queue, and the 1% would come
+            // straight off the throughput.
             self.pacing_gain() * self.btl_bw
         } else {
             self.startup_gain * self.cwnd as f64 / smoothed_rtt.as_secs_f64().max(1e-6)
@@ -528,7 +791,7 @@ mod tests {
                 let start = link_free.max(now);
                 link_free = start + Duration::from_secs_f64(mss as f64 / rate);
                 max_queue = max_queue.max(start - now);
-                let lost = loss_every > 0 && n % loss_every == 0;
+                let lost = loss_every > 0 && n.is_multiple_of(loss_every);
                 in_flight.push_back((now, link_free + base_rtt, lost));
                 let rate_now = cc.pacing_rate(base_rtt);
                 next_send = now + Duration::from_secs_f64(mss as f64 / rate_now);
@@ -593,6 +856,61 @@ mod tests {
             },
         );
         assert!(cc.window() >= 120_000);
+    }
+
+    /// BBRv1 here refreshed RTprop from any sample once it was 10 s old,
+    /// before ProbeRTT could see it expire: ProbeRTT never ran, and a
+    /// queued RTT became the propagation delay. Now a path whose RTT
+    /// stays above RTprop enters ProbeRTT after the interval, not before.
+    #[test]
+    fn probe_rtt_runs_when_no_rtt_near_the_minimum_was_seen() {
+        let mut cc = Bbr::new(1200, 12_000);
+        let mut sent: VecDeque<Instant> = VecDeque::new();
+        let mut t = Instant::ZERO;
+        let mut first_probe_rtt = None;
+        let end = Instant::ZERO + Duration::from_secs(12);
+        while t < end {
+            // 10 ms for the first second, then 20 ms (a standing queue).
+            let rtt = if t < Instant::ZERO + Duration::from_secs(1) {
+                Duration::from_millis(10)
+            } else {
+                Duration::from_millis(20)
+            };
+            while sent.front().is_some_and(|&s| s + rtt <= t) {
+                let s = sent.pop_front().unwrap();
+                let est = RttEstimate {
+                    latest: t - s,
+                    smoothed: rtt,
+                    min: Duration::from_millis(10),
+                };
+                cc.on_ack(
+                    t,
+                    &Acked {
+                        sent_time: s,
+                        bytes: 1200,
+                        app_limited: false,
+                        rtt: est,
+                        one_way_delay_us: None,
+                    },
+                );
+                cc.on_ack_end(t, 1200 * sent.len() as u64);
+            }
+            if cc.mode == Mode::ProbeRtt && first_probe_rtt.is_none() {
+                first_probe_rtt = Some(t);
+            }
+            if 1200 * (sent.len() as u64 + 1) <= cc.window() {
+                sent.push_back(t);
+                cc.on_sent(t, 1200, 1200 * sent.len() as u64);
+            }
+            t += Duration::from_micros(200);
+        }
+        let at = first_probe_rtt.expect("ProbeRTT ran");
+        let since_min = at.saturating_duration_since(Instant::ZERO + Duration::from_secs(1));
+        assert!(since_min >= PROBE_RTT_INTERVAL, "ProbeRTT at {at:?}");
+        assert!(
+            since_min < PROBE_RTT_INTERVAL + Duration::from_millis(100),
+            "ProbeRTT at {at:?}"
+        );
     }
 
     #[test]
