@@ -391,9 +391,13 @@ impl Driver {
         let (records, checkpoint) = match self.node.take_journal(&mut records) {
             Some(_) => (records, false),
             None => {
+                // Only a grown journal is compacted: building a checkpoint
+                // copies the whole state, too much for every wake-up.
                 let size = journal.lock().map(|j| j.size()).unwrap_or(0);
-                let due = size >= self.compact_bytes.max(2 * self.last_checkpoint);
-                match self.node.checkpoint().filter(|_| due) {
+                if size < self.compact_bytes.max(2 * self.last_checkpoint) {
+                    return false;
+                }
+                match self.node.checkpoint() {
                     Some(records) => (records, true),
                     None => return false,
                 }

@@ -333,7 +333,14 @@ mod tests {
     fn loss_under_two_percent_of_the_round_is_not_congestion() {
         let mut g = QueueLossGuard::new(MSS);
         let mut t = Instant::ZERO;
-        drive(&mut g, &mut t, 1, |_| Duration::from_millis(20), |_| 0, 100 * MSS);
+        drive(
+            &mut g,
+            &mut t,
+            1,
+            |_| Duration::from_millis(20),
+            |_| 0,
+            100 * MSS,
+        );
         // A standing queue, one fragment lost among 60 acknowledged.
         let start = t;
         g.on_sent(200 * MSS);
@@ -352,7 +359,14 @@ mod tests {
     fn a_controller_that_answered_is_not_cut_again() {
         let mut g = QueueLossGuard::new(MSS);
         let mut t = Instant::ZERO;
-        drive(&mut g, &mut t, 1, |_| Duration::from_millis(20), |_| 0, 100 * MSS);
+        drive(
+            &mut g,
+            &mut t,
+            1,
+            |_| Duration::from_millis(20),
+            |_| 0,
+            100 * MSS,
+        );
         // Loss with a standing queue, but the controller's window (150)
         // is already below the 200 the round had in flight.
         let start = t;
@@ -368,7 +382,14 @@ mod tests {
         let mut g = QueueLossGuard::new(MSS);
         let mut t = Instant::ZERO;
         // The round begins with the controller at 300.
-        drive(&mut g, &mut t, 1, |_| Duration::from_millis(20), |_| 0, 100 * MSS);
+        drive(
+            &mut g,
+            &mut t,
+            1,
+            |_| Duration::from_millis(20),
+            |_| 0,
+            100 * MSS,
+        );
         g.on_ack(t, t, 300 * MSS);
         // Loss with a standing queue at 200 in flight; the controller is
         // at 250 now, above what was in flight but below where it began.

@@ -154,15 +154,28 @@ impl Host {
         self.cfg.machine.journal
     }
 
+    /// This host's node rebuilt from its durable clock and journal.
+    fn rebuild_from_journal(&self, now: Instant) -> ExonNode {
+        self.rebuild(self.journal.clone().load().expect("memory journal"), now)
+    }
+
+    /// This host's node rebuilt from its durable clock and `records`.
+    fn rebuild(&self, records: Vec<Record>, now: Instant) -> ExonNode {
+        let clock = self.store.clone().load().expect("memory store");
+        ExonNode::restore(self.cfg.clone(), self.id, clock, records, now)
+            .unwrap_or_else(|e| panic!("restore failed: {e}"))
+    }
+
     /// Starts a new life from the durable clock (and journal).
     pub fn boot(&mut self, now: Instant) {
-        let clock = self.store.load().expect("memory store");
         let mut node = if self.durable() {
-            let records = self.journal.load().expect("memory journal");
-            ExonNode::restore(self.cfg.clone(), self.id, clock, records, now)
-                .unwrap_or_else(|e| panic!("restore failed: {e}"))
+            self.rebuild_from_journal(now)
         } else {
-            ExonNode::new(self.cfg.clone(), self.id, clock)
+            ExonNode::new(
+                self.cfg.clone(),
+                self.id,
+                self.store.load().expect("memory store"),
+            )
         };
         node.add_peer(self.peer, self.peer_addr);
         self.node = Some(node);
@@ -188,14 +201,7 @@ impl Host {
             if let Some(n) = node.as_ref().filter(|n| {
                 !n.machine().journal_pending() && n.machine().journal_seq() <= self.durable_seq
             }) {
-                let back = ExonNode::restore(
-                    self.cfg.clone(),
-                    self.id,
-                    self.store.load().expect("memory store"),
-                    self.journal.load().expect("memory journal"),
-                    Instant::ZERO,
-                )
-                .unwrap_or_else(|e| panic!("restore failed: {e}"));
+                let back = self.rebuild_from_journal(Instant::ZERO);
                 if back.machine().durable_state() != n.machine().durable_state() {
                     self.app.violation.get_or_insert(
                         "the journal does not rebuild the state it describes".into(),
@@ -375,14 +381,7 @@ impl Host {
         let Some(records) = n.checkpoint() else {
             return;
         };
-        let back = ExonNode::restore(
-            self.cfg.clone(),
-            self.id,
-            self.store.load().expect("memory store"),
-            records.clone(),
-            Instant::ZERO,
-        )
-        .unwrap_or_else(|e| panic!("restore from a checkpoint failed: {e}"));
+        let back = self.rebuild(records.clone(), Instant::ZERO);
         if back.machine().durable_state() != n.machine().durable_state() {
             self.app
                 .violation
