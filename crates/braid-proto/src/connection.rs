@@ -963,7 +963,11 @@ impl Connection {
         self.detect_lost(now, pi);
         // RFC 6298 (5.3): restart the timer when new data is acknowledged.
         let path = &mut self.paths[pi];
-        path.rto_armed_at = (path.ack_eliciting_in_flight > 0).then_some(now);
+        if path.ack_eliciting_in_flight > 0 {
+            path.restart_rto(now);
+        } else {
+            path.rto_armed_at = None;
+        }
         if let Some(mp) = &mut self.mp {
             mp.due = true;
         }
@@ -1038,6 +1042,9 @@ impl Connection {
         for p in &self.paths {
             consider(p.timeout());
         }
+        if self.mp.is_none() && self.paths[0].loss_time.is_none() {
+            consider(self.paths[0].tail_probe_at());
+        }
         consider(self.flow_probe_at);
         if let Some(k) = self.config.keep_alive_interval {
             consider(Some(self.last_ack_eliciting_sent + k));
@@ -1097,6 +1104,14 @@ impl Connection {
             }
             if path.loss_time.is_some_and(|t| now >= t) {
                 self.detect_lost(now, pi);
+            } else if self.mp.is_none() && path.tail_probe_at().is_some_and(|t| now >= t) {
+                // The probe: one ack-eliciting packet, past the congestion
+                // window. Its ACK lets the time threshold declare the
+                // lost tail (RFC 9002 §6.1.2), answered by fast recovery
+                // instead of the RTO's collapse of the window.
+                path.tail_probes += 1;
+                path.ping_pending = true;
+                self.stats.tail_probes += 1;
             } else if path.rto_armed_at.is_some_and(|a| now >= a + path.rtt.rto()) && self.on_rto(now, pi) {
                 failed = failed.or(Some(self.paths[pi].id));
             }
@@ -1629,7 +1644,7 @@ impl Connection {
             }
             // RFC 6298 (5.1): start the timer if it is not running.
             if path.rto_armed_at.is_none() {
-                path.rto_armed_at = Some(now);
+                path.restart_rto(now);
             }
             path.sent.push_back(Some(SentPacket { time: now, size, ack_eliciting, app_limited, segment, control, ranges }));
         } else if path.sent.is_empty() {

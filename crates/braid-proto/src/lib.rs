@@ -4,7 +4,7 @@
 //! datagrams to connections by connection ID and runs the stateless-cookie
 //! handshake ([`Endpoint`]), the connection state machine (reliable ordered
 //! message stream, flow control, close, idle timeout), its paths (each with
-//! its own packet numbers, loss recovery, RTO, pacing and congestion
+//! its own packet numbers, loss recovery, tail loss probes, RTO, pacing and congestion
 //! control), multipath scheduling by ProgMP programs (segments, the queues
 //! `Q`, `QU` and `RQ`, and the scheduling environment they run in), and
 //! congestion control ([`cc`]).

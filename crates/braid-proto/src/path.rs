@@ -7,7 +7,14 @@
 //! number; a packet is lost when a packet 3 numbers later on the same path
 //! is acknowledged (the SACK-based fast retransmit of RFC 6675), or when it
 //! is older than 9/8 of the path's RTT (the RACK time threshold of RFC
-//! 8985). The retransmission timeout is RFC 6298's (see [`crate::rtt`]).
+//! 8985). When no ACK comes for 2·SRTT + max_ack_delay with data in
+//! flight, a tail loss probe (a PING) goes out, so that a lost tail is
+//! found by the time threshold when the probe is acknowledged (RFC 8985
+//! §7, RFC 9002 §6.2); probes back off and stop where the RTO would come
+//! first. Single-path connections only: a multipath connection keeps the
+//! MPTCP model of the thesis (§3.3.1), where a subflow's RTO reinjects its
+//! data on the other paths and marks it potentially failed. The
+//! retransmission timeout is RFC 6298's (see [`crate::rtt`]).
 //! Packet numbers, and so loss detection, never compare packets of two
 //! paths: reordering between paths is not loss.
 
@@ -154,6 +161,11 @@ pub(crate) struct Path {
     pub largest_acked: Option<u64>,
     pub loss_time: Option<Instant>,
     pub rto_armed_at: Option<Instant>,
+    /// Tail loss probes sent since the timer was last (re)started.
+    pub tail_probes: u32,
+    /// The peer's longest deliberate ACK delay (the probe timeout allows
+    /// for it).
+    pub max_ack_delay: Duration,
     pub cc: Box<dyn CongestionController>,
     pub rtt: RttEstimator,
     pub pacer: Pacer,
@@ -191,6 +203,8 @@ impl Path {
             largest_acked: None,
             loss_time: None,
             rto_armed_at: None,
+            tail_probes: 0,
+            max_ack_delay: config.max_ack_delay,
             cc: config.congestion_control.build(mtu, mtu * u64::from(config.initial_window_packets)),
             // A backed-off sender must still probe several times per idle
             // period, or its silent peer would time out a live connection.
@@ -406,6 +420,34 @@ impl Path {
         self.ack_eliciting_in_flight = 0;
         self.loss_time = None;
         self.rto_armed_at = None;
+        self.tail_probes = 0;
+    }
+
+    /// (Re)start the retransmission timer at `now` (RFC 6298 (5.1),
+    /// (5.3)); a new tail loss probe may go out.
+    pub fn restart_rto(&mut self, now: Instant) {
+        self.rto_armed_at = Some(now);
+        self.tail_probes = 0;
+    }
+
+    /// When the next tail loss probe is due (RFC 8985 §7.2, with RFC 9002
+    /// §6.2.1's allowance for the peer's ACK delay): PTO = 2·SRTT +
+    /// max_ack_delay after the timer started, each further probe after
+    /// twice the previous wait (RFC 9002 §6.2.1's back-off: a probe can
+    /// be lost too), as long as that is earlier than the RTO. A flight
+    /// whose last packets are lost gets no ACK that could reveal the
+    /// loss; without the probes it waits for the RTO, at least 200 ms,
+    /// which on a sub-millisecond path is hundreds of round trips of
+    /// silence, and then collapses the window.
+    pub fn tail_probe_at(&self) -> Option<Instant> {
+        if !self.rtt.has_sample() || self.ack_eliciting_in_flight == 0 || self.tail_probes >= 16 {
+            return None;
+        }
+        let armed = self.rto_armed_at?;
+        let pto = (self.rtt.smoothed() * 2 + self.max_ack_delay).max(Duration::from_millis(1));
+        // Probe n (from 0) is due (2^(n+1) - 1) PTOs after the start.
+        let wait = pto.checked_mul((2u32 << self.tail_probes) - 1)?;
+        (wait < self.rtt.rto()).then_some(armed + wait)
     }
 
     /// Records a received packet number. Returns (duplicate, is largest,

@@ -53,6 +53,8 @@ pub struct ConnectionStats {
     pub duplicate_packets: u64,
     /// Retransmission timeouts that fired.
     pub rto_count: u64,
+    /// Tail loss probes sent (a probe timeout fired before the RTO).
+    pub tail_probes: u64,
     /// Congestion events (window reductions).
     pub congestion_events: u64,
     /// Messages the application handed to the connection.

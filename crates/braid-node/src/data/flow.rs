@@ -36,6 +36,18 @@
 //! where TCP alone was 15% faster, and leaned to Braid at 3 ms where TCP
 //! was 50% faster). The release window still moves on taken bytes: it
 //! paces handing messages to the transports, not the reward.
+//!
+//! Episode length. The paper's episodes last 1 s, about 100 round trips
+//! on its 10 ms test path. On a short fast path a whole transfer can be
+//! over in a few such episodes (400 MiB at 0 ms RTT: 3.6 s over the
+//! emulator), before any learner has found its ratio; on a long path 1 s
+//! is only a few round trips, and shorter would measure mostly noise.
+//! With [`FlowConfig::adaptive_episode`] (the default) an episode lasts
+//! `delivery_times` times the shortest time any message took from
+//! release to delivery (a round trip plus the transports' buffering),
+//! at least `min`, at most the ratio policy's episode (1 s): the paper's
+//! 1 s from 150 ms RTT up, 100 ms on a data-centre path. Until the first
+//! delivery the policy's episode holds.
 
 use std::time::Duration;
 
@@ -71,13 +83,43 @@ pub struct FlowConfig {
     /// Episodes at the start of a stream that are measured and reported
     /// but not learned from. The first episode holds the connections'
     /// set-up and slow start, whatever the ratio: its reward says little
-    /// about the ratio. Default 1.
+    /// about the ratio. Default 1: at the learner's initial 50-50 both
+    /// transports start together, and the endpoint probes that follow
+    /// ([`crate::data::LearnerConfig::probe_endpoints`]) find both
+    /// running (measured at 150 ms RTT: probes from cold cost 16% of a
+    /// 400 MiB transfer, each transport's slow start in turn).
     pub warmup_episodes: u32,
+    /// Episodes scaled to the path (see the module documentation);
+    /// `None`: always the ratio policy's episode. Default
+    /// `AdaptiveEpisode::default()`.
+    pub adaptive_episode: Option<AdaptiveEpisode>,
+}
+
+/// Episode length as a multiple of the stream's delivery time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdaptiveEpisode {
+    /// Shortest episode. Default 100 ms.
+    pub min: Duration,
+    /// Episode length in delivery times (the shortest release-to-delivery
+    /// time seen on the stream). Default 8.
+    pub delivery_times: u32,
+}
+
+impl Default for AdaptiveEpisode {
+    fn default() -> Self {
+        AdaptiveEpisode { min: Duration::from_millis(100), delivery_times: 8 }
+    }
 }
 
 impl Default for FlowConfig {
     fn default() -> Self {
-        FlowConfig { window: 16, reward: RewardKind::Throughput, spill: true, warmup_episodes: 1 }
+        FlowConfig {
+            window: 16,
+            reward: RewardKind::Throughput,
+            spill: true,
+            warmup_episodes: 1,
+            adaptive_episode: Some(AdaptiveEpisode::default()),
+        }
     }
 }
 
@@ -90,6 +132,14 @@ impl FlowConfig {
         if let RewardKind::ThroughputLatency { weight } = self.reward {
             if !(weight >= 0.0 && weight.is_finite()) {
                 return Err(ConfigError { field: "reward.weight", expected: "a number >= 0" });
+            }
+        }
+        if let Some(a) = self.adaptive_episode {
+            if a.min.is_zero() {
+                return Err(ConfigError { field: "adaptive_episode.min", expected: "a positive duration" });
+            }
+            if a.delivery_times == 0 {
+                return Err(ConfigError { field: "adaptive_episode.delivery_times", expected: "at least 1" });
             }
         }
         Ok(())
@@ -126,6 +176,10 @@ pub struct EpisodeReport {
     /// Messages sent over the other transport than the selection policy
     /// picked, because the pick's part of the window was full.
     pub spilled: u64,
+    /// The shortest release-to-delivery time seen on the stream so far,
+    /// seconds (`None` before the first delivery): what adaptive episodes
+    /// scale with.
+    pub delivery_secs: Option<f64>,
 }
 
 /// The interceptor's state machine for one stream (one destination).
@@ -145,8 +199,10 @@ pub struct EpisodeReport {
 /// assert_ne!(a, b);
 /// assert!(!f.can_release());
 /// f.on_sent(a, 1_000_000, Duration::from_millis(10));
-/// f.on_delivered(500_000);
-/// let rep = f.on_time(f.deadline()).unwrap();
+/// f.on_delivered(500_000, Duration::from_millis(30));
+/// // Episodes of 8 delivery times, at least 100 ms.
+/// assert_eq!(f.deadline(), Instant::ZERO + Duration::from_millis(240));
+/// let rep = f.on_time(Instant::ZERO + Duration::from_secs(1)).unwrap();
 /// assert_eq!(rep.throughput_bps, 1e6);
 /// assert_eq!(rep.delivered_bps, 5e5);
 /// ```
@@ -169,6 +225,8 @@ pub struct DataFlow {
     tcp: u64,
     braid: u64,
     idle: Duration,
+    /// Shortest release-to-delivery time seen.
+    min_delivery: Option<Duration>,
 }
 
 impl DataFlow {
@@ -197,6 +255,7 @@ impl DataFlow {
             tcp: 0,
             braid: 0,
             idle: Duration::ZERO,
+            min_delivery: None,
         })
     }
 
@@ -284,11 +343,24 @@ impl DataFlow {
         self.latency += latency;
     }
 
-    /// A message of `bytes`, sent earlier, was delivered: the receiving
-    /// transport acknowledged it (for a transport that cannot know, call
-    /// this at `Sent`). This is what the reward's throughput counts.
-    pub fn on_delivered(&mut self, bytes: u64) {
+    /// A message of `bytes`, released `latency` ago, was delivered: the
+    /// receiving transport acknowledged it (for a transport that cannot
+    /// know, call this at `Sent`). This is what the reward's throughput
+    /// counts; `latency` sets the length of adaptive episodes.
+    pub fn on_delivered(&mut self, bytes: u64, latency: Duration) {
         self.delivered += bytes;
+        if !latency.is_zero() {
+            self.min_delivery = Some(self.min_delivery.map_or(latency, |m| m.min(latency)));
+        }
+    }
+
+    /// Length of the current episode.
+    pub fn episode_length(&self) -> Duration {
+        let cap = self.policy.episode();
+        match (self.config.adaptive_episode, self.min_delivery) {
+            (Some(a), Some(d)) => d.saturating_mul(a.delivery_times).clamp(a.min.min(cap), cap),
+            _ => cap,
+        }
     }
 
     /// A message released over `t` failed: it leaves the window, earns
@@ -299,7 +371,7 @@ impl DataFlow {
 
     /// When the current episode ends.
     pub fn deadline(&self) -> Instant {
-        self.start + self.policy.episode()
+        self.start + self.episode_length()
     }
 
     /// Call at (or after) [`DataFlow::deadline`]: ends the episode, runs
@@ -323,7 +395,7 @@ impl DataFlow {
         let total = (self.tcp + self.braid).max(1) as f64;
         let next = match reward {
             Some(r) => self.policy.on_episode(now, r),
-            None => self.policy.ratio(),
+            None => self.policy.on_unlearned(now),
         };
         self.selection.set_ratio(next);
         self.episode += 1;
@@ -340,6 +412,7 @@ impl DataFlow {
             braid_messages: self.braid,
             next_ratio: next.signed(),
             spilled: self.spilled,
+            delivery_secs: self.min_delivery.map(|d| d.as_secs_f64()),
         };
         tracing::info!(
             target: "braid_node::data",
@@ -446,7 +519,7 @@ mod tests {
         // Warm-up: measured, not learned from.
         let t = f.release(Instant::ZERO);
         f.on_sent(t, 4_000_000, Duration::ZERO);
-        f.on_delivered(4_000_000);
+        f.on_delivered(4_000_000, Duration::ZERO);
         let rep = f.on_time(f.deadline()).unwrap();
         assert_eq!(rep.reward, None);
         // A send buffer swallows 30 MB; the path delivers 2 MB.
@@ -454,7 +527,7 @@ mod tests {
             let t = f.release(Instant::ZERO);
             f.on_sent(t, 1_000_000, Duration::ZERO);
         }
-        f.on_delivered(2_000_000);
+        f.on_delivered(2_000_000, Duration::ZERO);
         let rep = f.on_time(f.deadline()).unwrap();
         assert_eq!((rep.throughput_bps, rep.delivered_bps), (30e6, 2e6));
         assert_eq!(rep.reward, Some(2.0));
@@ -484,5 +557,51 @@ mod tests {
             f.on_sent(t, 1, Duration::ZERO);
         }
         assert_eq!(braid, 100);
+    }
+
+    #[test]
+    fn adaptive_episodes_scale_with_the_delivery_time_between_min_and_the_policy_episode() {
+        let mut f = flow(Ratio::new(1, 2), 16, true);
+        assert_eq!(f.episode_length(), Duration::from_secs(1), "before any delivery: the policy's");
+        f.on_delivered(1, Duration::from_millis(400));
+        assert_eq!(f.episode_length(), Duration::from_secs(1), "8 x 400 ms capped at 1 s");
+        f.on_delivered(1, Duration::from_millis(50));
+        assert_eq!(f.episode_length(), Duration::from_millis(400));
+        f.on_delivered(1, Duration::from_millis(90));
+        assert_eq!(f.episode_length(), Duration::from_millis(400), "the shortest delivery counts");
+        f.on_delivered(1, Duration::from_millis(2));
+        assert_eq!(f.episode_length(), Duration::from_millis(100), "at least min");
+        assert_eq!(f.deadline(), Instant::ZERO + Duration::from_millis(100));
+        let mut fixed = DataFlow::new(
+            Box::new(StaticRatio::new(Ratio::new(1, 2))),
+            Box::new(PatternSelection::new(Ratio::new(1, 2))),
+            FlowConfig { adaptive_episode: None, ..Default::default() },
+            Instant::ZERO,
+        )
+        .unwrap();
+        fixed.on_delivered(1, Duration::from_millis(2));
+        assert_eq!(fixed.episode_length(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_learner_warms_up_at_50_50_then_probes_tcp_then_braid_then_keeps_the_better() {
+        use crate::data::{LearnerConfig, TdLearner};
+        let learner = TdLearner::new(LearnerConfig::default()).unwrap();
+        let mut f =
+            DataFlow::new(Box::new(learner), Box::new(PatternSelection::new(Ratio::new(1, 2))), FlowConfig::default(), Instant::ZERO)
+                .unwrap();
+        // Delivered MB per episode by ratio: Braid is the faster here.
+        let rate = |r: Ratio| if r == Ratio::BRAID { 90_000_000 } else if r == Ratio::TCP { 50_000_000 } else { 30_000_000 };
+        let mut ratios = Vec::new();
+        for _ in 0..4 {
+            let r = f.ratio();
+            ratios.push(r);
+            let t = f.release(Instant::ZERO);
+            f.on_sent(t, 1, Duration::ZERO);
+            f.on_delivered(rate(r), Duration::from_millis(20));
+            let rep = f.on_time(f.deadline()).unwrap();
+            assert_eq!(rep.reward.is_none(), ratios.len() == 1, "only the warm-up is not learned from: {rep:?}");
+        }
+        assert_eq!(ratios, [Ratio::new(1, 2), Ratio::TCP, Ratio::BRAID, Ratio::BRAID]);
     }
 }

@@ -249,8 +249,9 @@ enum Done {
     /// Taken by its transport (`ok`) or failed before.
     Sent { transport: Transport, ok: bool, bytes: u64, latency: Duration },
     /// Acknowledged by the receiving transport (or, where the transport
-    /// cannot know, taken): the bytes the reward counts.
-    Delivered { bytes: u64 },
+    /// cannot know, taken) `latency` after release: the bytes the reward
+    /// counts.
+    Delivered { bytes: u64, latency: Duration },
 }
 
 async fn run_stream<H: DataHeader>(
@@ -319,7 +320,7 @@ async fn run_stream<H: DataHeader>(
                         // `Sent` is final where the transport cannot
                         // confirm delivery: it counts as delivered then.
                         if ok && matches!(notify.outcome().await, DeliveryStatus::Delivered | DeliveryStatus::Sent) {
-                            let _ = done.send(Done::Delivered { bytes });
+                            let _ = done.send(Done::Delivered { bytes, latency: now.elapsed() });
                         }
                     });
                 }
@@ -356,8 +357,8 @@ async fn run_stream<H: DataHeader>(
                     stats.send_modify(|s| s.failed += 1);
                     finish(false, &pending);
                 }
-                Done::Delivered { bytes } => {
-                    flow.on_delivered(bytes);
+                Done::Delivered { bytes, latency } => {
+                    flow.on_delivered(bytes, latency);
                     stats.send_modify(|s| s.delivered_bytes += bytes);
                 }
             },

@@ -21,7 +21,7 @@ mod policy;
 mod ratio;
 mod selection;
 
-pub use flow::{DataFlow, EpisodeReport, FlowConfig, RewardKind};
+pub use flow::{AdaptiveEpisode, DataFlow, EpisodeReport, FlowConfig, RewardKind};
 pub use interceptor::{DataConfig, DataInterceptor, DataStats, PolicyConfig, SelectionConfig};
 pub use learner::{LearnerConfig, LearnerStep, TdLearner, ValueFunction};
 pub use policy::{RatioPolicy, StaticRatio};

@@ -15,6 +15,11 @@ pub trait RatioPolicy: Send {
     fn ratio(&self) -> Ratio;
     /// An episode ended at `now` and earned `reward`; the next ratio.
     fn on_episode(&mut self, now: Instant, reward: f64) -> Ratio;
+    /// An episode ended at `now` that carries no reward (a warm-up
+    /// episode, or one the application left idle); the next ratio.
+    fn on_unlearned(&mut self, _now: Instant) -> Ratio {
+        self.ratio()
+    }
     /// Episode length.
     fn episode(&self) -> Duration;
 }

@@ -391,11 +391,20 @@ fn report(args: &BenchDataArgs, results: &[RttResult], json: bool) -> anyhow::Re
                         o["data_tcp_messages"] = json!(d.tcp_messages);
                         o["data_braid_messages"] = json!(d.braid_messages);
                         o["data_episodes"] = json!(d.episodes.len());
-                        // The learner's path: (ratio, taken Mbit/s, delivered Mbit/s, next ratio, observed Braid share) per episode.
+                        // The learner's path: (ratio, taken Mbit/s, delivered Mbit/s, next ratio, observed Braid share, length in s) per episode.
                         o["data_episode_log"] = json!(d
                             .episodes
                             .iter()
-                            .map(|e| json!([e.ratio, e.throughput_bps * 8e-6, e.delivered_bps * 8e-6, e.next_ratio, e.observed_braid_fraction]))
+                            .map(|e| {
+                                json!([
+                                    e.ratio,
+                                    e.throughput_bps * 8e-6,
+                                    e.delivered_bps * 8e-6,
+                                    e.next_ratio,
+                                    e.observed_braid_fraction,
+                                    e.secs
+                                ])
+                            })
                             .collect::<Vec<_>>());
                     }
                 }
