@@ -387,22 +387,32 @@ impl TdLearner {
             self.state = if braid > tcp { self.n - 1 } else { 0 };
             self.action = stay;
         }
+        self.record(s, reward, 0.0, true, "probe")
+    }
+
+    /// Records (and traces) the step that just ended: the episode spent in
+    /// state `s` earned `reward`.
+    fn record(&mut self, s: usize, reward: f64, td_error: f64, explored: bool, kind: &'static str) -> LearnerStep {
         let step = LearnerStep {
             episode: self.episode,
             state: self.signed(s),
             reward,
-            td_error: 0.0,
-            explored: true,
+            td_error,
+            explored,
             epsilon: self.epsilon(),
             next: self.ratio(),
         };
         tracing::debug!(
             target: "braid_node::data",
+            kind,
             episode = step.episode,
-            probed = step.state,
+            state = step.state,
             reward = step.reward,
+            td_error = step.td_error,
+            explored = step.explored,
+            epsilon = step.epsilon,
             next = step.next.signed(),
-            "learner probe"
+            "learner step"
         );
         self.last = Some(step.clone());
         step
@@ -443,28 +453,7 @@ impl TdLearner {
         }
         self.state = s2;
         self.action = a2;
-        let step = LearnerStep {
-            episode: self.episode,
-            state: self.signed(s2),
-            reward,
-            td_error: delta,
-            explored,
-            epsilon: self.epsilon(),
-            next: self.ratio(),
-        };
-        tracing::debug!(
-            target: "braid_node::data",
-            episode = step.episode,
-            state = step.state,
-            reward = step.reward,
-            td_error = step.td_error,
-            explored = step.explored,
-            epsilon = step.epsilon,
-            next = step.next.signed(),
-            "learner step"
-        );
-        self.last = Some(step.clone());
-        step
+        self.record(s2, reward, delta, explored, "sarsa")
     }
 }
 

@@ -15,7 +15,8 @@
 //!    over TCP, answered by a pong over TCP, one at a time, for
 //!    `--control-secs`, while bulk data flows over nothing (the baseline),
 //!    TCP (the same TCP channel as the pings), Braid or DATA; p50 and p99
-//!    of the round trips after a warm-up. With data over TCP the pings
+//!    of the round trips after a warm-up (and p10, p25, p75, p90 and the
+//!    mean, which tell a standing queue from occasional losses). With data over TCP the pings
 //!    wait behind the TCP channel's queue (the node's channel queue, and
 //!    `NodeConfig::tcp_notsent_lowat` in the kernel); with DATA they do
 //!    not, since DATA's stream has TCP and Braid channels of its own. A
@@ -427,8 +428,13 @@ fn report(args: &BenchDataArgs, results: &[RttResult], json: bool) -> anyhow::Re
                         "control": "tcp",
                         "data": via.name(),
                         "pings": c.rtts.len(),
+                        "p10_ms": quantile_ms(&c.rtts, 0.1),
+                        "p25_ms": quantile_ms(&c.rtts, 0.25),
                         "p50_ms": quantile_ms(&c.rtts, 0.5),
+                        "p75_ms": quantile_ms(&c.rtts, 0.75),
+                        "p90_ms": quantile_ms(&c.rtts, 0.9),
                         "p99_ms": quantile_ms(&c.rtts, 0.99),
+                        "mean_ms": (!c.rtts.is_empty()).then(|| c.rtts.iter().map(|d| d.as_secs_f64() * 1e3).sum::<f64>() / c.rtts.len() as f64),
                         "bulk_mbps": c.bulk_bytes as f64 * 8.0 / args.control_secs / 1e6,
                         "data_ratio": c.data.as_ref().map(|d| d.ratio),
                     })
