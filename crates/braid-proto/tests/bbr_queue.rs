@@ -10,7 +10,8 @@
 //! that loss must come with a standing queue, so random loss still leaves
 //! the rate alone.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use braid_core::{Instant, Rng, RngExt, SeedableRng};
@@ -45,13 +46,21 @@ struct Report {
     /// Queue drops after the first `warmup`.
     steady_drops: u64,
     max_queue_delay: Duration,
+    /// Bottleneck queueing delay met by the packets accepted after the
+    /// first `warmup`: mean, median and 90th percentile. This is what a
+    /// competing flow's small probes (pings) see added to their RTT.
+    queue_mean: Duration,
+    queue_p50: Duration,
+    queue_p90: Duration,
 }
 
-struct Pkt {
+/// An acknowledgement still on its way: when it arrives, and the
+/// packet's send order (to process a batch in send order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct PendingAck {
+    at: Instant,
+    seq: u64,
     sent: Instant,
-    /// When the acknowledgement arrives, or `None` if the packet was
-    /// dropped.
-    ack_at: Option<Instant>,
 }
 
 fn simulate(
@@ -69,48 +78,51 @@ fn simulate(
     let mut now = Instant::ZERO;
     // Bottleneck: when the last accepted byte leaves.
     let mut busy_until = Instant::ZERO;
-    let mut in_flight: VecDeque<Pkt> = VecDeque::new();
+    // Packets in flight: those whose acknowledgement will come (a min-heap
+    // on arrival time; jitter reorders arrivals) and those dropped, in send
+    // order, until RACK declares them lost. Kept apart so that a path with
+    // tens of thousands of packets in flight costs O(log n) per event.
+    let mut acks: BinaryHeap<Reverse<PendingAck>> = BinaryHeap::new();
+    let mut dropped: VecDeque<Instant> = VecDeque::new();
+    let mut seq = 0u64;
     let mut flight_bytes = 0u64;
     let mut credit = 10.0 * MSS as f64;
     let mut credit_at = Instant::ZERO;
     let mut min_rtt: Option<Duration> = None;
     let mut srtt: Option<Duration> = None;
+    let mut queue_us: Vec<u32> = Vec::new();
+    let mut due: Vec<PendingAck> = Vec::new();
     while now < end {
         // Acknowledgements due, in send order (one path, no reordering).
-        let mut acked_any = false;
-        let mut newest_acked: Option<Instant> = None;
-        let mut i = 0;
-        while i < in_flight.len() {
-            let p = &in_flight[i];
-            match p.ack_at {
-                Some(at) if at <= now => {
-                    let p = in_flight.remove(i).unwrap();
-                    flight_bytes -= MSS;
-                    r.delivered_bytes += MSS;
-                    let rtt = at - p.sent;
-                    min_rtt = Some(min_rtt.map_or(rtt, |m| m.min(rtt)));
-                    srtt = Some(srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
-                    cc.on_ack(
-                        now,
-                        &Acked {
-                            sent_time: p.sent,
-                            bytes: MSS,
-                            app_limited: false,
-                            rtt: RttEstimate {
-                                latest: rtt,
-                                smoothed: srtt.unwrap(),
-                                min: min_rtt.unwrap(),
-                            },
-                            one_way_delay_us: None,
-                        },
-                    );
-                    acked_any = true;
-                    newest_acked = Some(newest_acked.map_or(p.sent, |n: Instant| n.max(p.sent)));
-                }
-                _ => i += 1,
-            }
+        due.clear();
+        while acks.peek().is_some_and(|a| a.0.at <= now) {
+            due.push(acks.pop().unwrap().0);
         }
-        if acked_any {
+        due.sort_by_key(|a| a.seq);
+        let mut newest_acked: Option<Instant> = None;
+        for p in &due {
+            flight_bytes -= MSS;
+            r.delivered_bytes += MSS;
+            let rtt = p.at - p.sent;
+            min_rtt = Some(min_rtt.map_or(rtt, |m| m.min(rtt)));
+            srtt = Some(srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
+            cc.on_ack(
+                now,
+                &Acked {
+                    sent_time: p.sent,
+                    bytes: MSS,
+                    app_limited: false,
+                    rtt: RttEstimate {
+                        latest: rtt,
+                        smoothed: srtt.unwrap(),
+                        min: min_rtt.unwrap(),
+                    },
+                    one_way_delay_us: None,
+                },
+            );
+            newest_acked = Some(newest_acked.map_or(p.sent, |n: Instant| n.max(p.sent)));
+        }
+        if !due.is_empty() {
             cc.on_ack_end(now, flight_bytes);
         }
         // RACK: drops sent a reordering window before the newest
@@ -119,14 +131,10 @@ fn simulate(
             let reo = (min_rtt.unwrap() / 4).max(Duration::from_millis(1));
             let mut lost = 0u64;
             let mut newest_lost = Instant::ZERO;
-            in_flight.retain(|p| {
-                let gone = p.ack_at.is_none() && p.sent + reo <= newest;
-                if gone {
-                    lost += MSS;
-                    newest_lost = newest_lost.max(p.sent);
-                }
-                !gone
-            });
+            while dropped.front().is_some_and(|&s| s + reo <= newest) {
+                newest_lost = dropped.pop_front().unwrap();
+                lost += MSS;
+            }
             if lost > 0 {
                 flight_bytes -= lost;
                 cc.on_congestion_event(now, newest_lost, lost, false);
@@ -151,53 +159,62 @@ fn simulate(
             cc.on_sent(now, MSS, flight_bytes);
             // Drop-tail: backlog is what is not yet serialized.
             let backlog = busy_until.saturating_duration_since(now).as_secs_f64() * path.rate;
-            let ack_at = if backlog as u64 + MSS > path.queue {
+            if backlog as u64 + MSS > path.queue {
                 r.queue_drops += 1;
                 if now >= warm {
                     r.steady_drops += 1;
                 }
-                None
-            } else {
-                let start = busy_until.max(now);
-                busy_until = start + serialize(MSS);
-                r.max_queue_delay = r.max_queue_delay.max(start - now);
-                if rng.random_bool(path.loss) {
-                    r.random_drops += 1;
-                    None
-                } else {
-                    let mut at = busy_until + path.base_rtt;
-                    if !path.jitter.is_zero() {
-                        at += path.jitter.mul_f64(rng.random::<f64>());
-                    }
-                    if !path.ack_batch.is_zero() {
-                        let g = path.ack_batch.as_nanos() as u64;
-                        let t = at.saturating_duration_since(Instant::ZERO).as_nanos() as u64;
-                        at = Instant::ZERO + Duration::from_nanos(t.div_ceil(g) * g);
-                    }
-                    Some(at)
-                }
-            };
-            in_flight.push_back(Pkt { sent: now, ack_at });
+                dropped.push_back(now);
+                continue;
+            }
+            let start = busy_until.max(now);
+            busy_until = start + serialize(MSS);
+            r.max_queue_delay = r.max_queue_delay.max(start - now);
+            if now >= warm {
+                queue_us.push((start - now).as_micros().min(u32::MAX as u128) as u32);
+            }
+            if rng.random_bool(path.loss) {
+                r.random_drops += 1;
+                dropped.push_back(now);
+                continue;
+            }
+            let mut at = busy_until + path.base_rtt;
+            if !path.jitter.is_zero() {
+                at += path.jitter.mul_f64(rng.random::<f64>());
+            }
+            if !path.ack_batch.is_zero() {
+                let g = path.ack_batch.as_nanos() as u64;
+                let t = at.saturating_duration_since(Instant::ZERO).as_nanos() as u64;
+                at = Instant::ZERO + Duration::from_nanos(t.div_ceil(g) * g);
+            }
+            seq += 1;
+            acks.push(Reverse(PendingAck { at, seq, sent: now }));
         }
         // Next event: an acknowledgement, the pacer, or (for a flight
         // that is all lost) a coarse timeout that resets the controller.
-        let next_ack = in_flight.iter().filter_map(|p| p.ack_at).min();
+        let next_ack = acks.peek().map(|a| a.0.at);
         let mut wake = match (next_ack, next_send) {
             (Some(a), Some(s)) => a.min(s),
             (Some(a), None) => a,
             (None, Some(s)) => s,
             (None, None) => now + Duration::from_millis(200),
         };
-        if next_ack.is_none() && !in_flight.is_empty() && next_send.is_none() {
+        if next_ack.is_none() && !dropped.is_empty() && next_send.is_none() {
             // Every packet in flight was dropped: RTO (RFC 6298 §5.5).
-            let lost = in_flight.len() as u64 * MSS;
-            in_flight.clear();
+            dropped.clear();
             flight_bytes = 0;
             cc.on_retransmission_timeout(now);
-            let _ = lost;
             wake = now + Duration::from_millis(20);
         }
         now = wake.max(now + Duration::from_nanos(1));
+    }
+    if !queue_us.is_empty() {
+        let n = queue_us.len();
+        let mean = queue_us.iter().map(|&q| q as u64).sum::<u64>() / n as u64;
+        r.queue_mean = Duration::from_micros(mean);
+        queue_us.sort_unstable();
+        r.queue_p50 = Duration::from_micros(queue_us[n / 2] as u64);
+        r.queue_p90 = Duration::from_micros(queue_us[n * 9 / 10] as u64);
     }
     r
 }
@@ -338,6 +355,90 @@ proptest::proptest! {
     }
 }
 
+/// Clean paths from 50 Mbit/s to 1 Gbit/s and 10 to 320 ms, with a
+/// one-BDP drop-tail queue, exact and aggregated/jittery acknowledgements
+/// (10 ms of jitter stands for a busy host or emulator on a long path):
+/// `(Mbit/s, RTT ms, ack batch µs, jitter µs)`.
+const QUEUE_PATHS: [(f64, u64, u64, u64); 15] = [
+    (50.0, 10, 0, 0),
+    (50.0, 10, 1_000, 500),
+    (50.0, 320, 0, 0),
+    (100.0, 40, 2_000, 500),
+    (200.0, 150, 0, 0),
+    (200.0, 150, 1_000, 500),
+    (200.0, 150, 2_000, 10_000),
+    (1_000.0, 10, 0, 0),
+    (1_000.0, 10, 500, 200),
+    (1_000.0, 150, 0, 0),
+    (1_000.0, 150, 1_000, 500),
+    (1_000.0, 150, 2_000, 10_000),
+    (1_000.0, 320, 0, 0),
+    (1_000.0, 320, 1_000, 500),
+    (1_000.0, 320, 2_000, 10_000),
+];
+
+/// Runs a bulk flow on a clean path long enough to leave Startup (about
+/// 20 round trips on a large BDP) and then spend at least 12 s (and 40
+/// round trips, more than one ProbeRTT interval) in steady state, which
+/// is all the queue statistics look at. Returns the report and the
+/// goodput over the steady state alone.
+fn steady_state(mbit: f64, ms: u64, batch_us: u64, jitter_us: u64, seed: u64) -> (Report, f64) {
+    let mut path = clean(mbit, ms, 1.0);
+    path.ack_batch = Duration::from_micros(batch_us);
+    path.jitter = Duration::from_micros(jitter_us);
+    let warmup = Duration::from_secs(2) + path.base_rtt * 20;
+    let measured = Duration::from_secs(12).max(path.base_rtt * 40);
+    let mut cc = Bbr::new(MSS, 32 * MSS);
+    // Goodput after warm-up: run the warm-up alone first (same seed, the
+    // simulation is deterministic), and subtract what it delivered.
+    let mut warm_cc = Bbr::new(MSS, 32 * MSS);
+    let w = simulate(&mut warm_cc, &path, warmup.as_secs_f64(), warmup, seed);
+    let r = simulate(
+        &mut cc,
+        &path,
+        (warmup + measured).as_secs_f64(),
+        warmup,
+        seed,
+    );
+    let steady =
+        (r.delivered_bytes - w.delivered_bytes) as f64 / measured.as_secs_f64() / path.rate;
+    (r, steady)
+}
+
+/// The issue: on long clean paths the flow kept a standing queue of most
+/// of a BDP (in the emulator at 200 Mbit/s x 150 ms, pings saw +120 ms
+/// median), sitting at `cwnd` = 2 BDP in ProbeBW. BBR paces at the
+/// bandwidth estimate and drains what its probes queue (draft-cardwell-
+/// ccwg-bbr §4.3.3: ProbeBW_DOWN, CRUISE), so after warm-up the median
+/// queueing delay must stay within a quarter of the base RTT, and the
+/// link full (goodput >= 0.95 of the rate over the steady state).
+/// Prints the numbers (`-- --nocapture --ignored`).
+#[test]
+#[ignore = "fails on the current bbr.rs (standing queue of 0.3-0.7 RTT on the jittery paths); \
+            the candidate fix (cruise bound BBRInflight(1.0) + extra_acked, ProbeBW_DOWN until \
+            in flight <= BBRInflight(1.0)) broke braid-exon's sim_campaign seed 63 and is not applied"]
+fn clean_paths_keep_no_standing_queue() {
+    let mut failures = Vec::new();
+    for (mbit, ms, batch_us, jitter_us) in QUEUE_PATHS {
+        let (r, steady) = steady_state(mbit, ms, batch_us, jitter_us, 5);
+        let rtt = Duration::from_millis(ms);
+        let line = format!(
+            "{mbit:>6} Mbit/s {ms:>3} ms batch {batch_us:>4} µs jitter {jitter_us:>3} µs: queue mean/p50/p90 {:.1}/{:.1}/{:.1} ms (p50 {:.2} RTT), steady goodput {steady:.3}, drops {} (after warm-up {})",
+            r.queue_mean.as_secs_f64() * 1e3,
+            r.queue_p50.as_secs_f64() * 1e3,
+            r.queue_p90.as_secs_f64() * 1e3,
+            r.queue_p50.as_secs_f64() / rtt.as_secs_f64(),
+            r.queue_drops,
+            r.steady_drops,
+        );
+        println!("{line}");
+        if r.queue_p50 > rtt / 4 || steady < 0.95 || r.steady_drops > r.sent / 10_000 {
+            failures.push(line);
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 /// Not a check: prints goodput and drops per path
 /// (`cargo test -p braid-proto --test bbr_queue -- --ignored --nocapture`).
 #[test]
@@ -362,8 +463,10 @@ fn report() {
         let secs = 20.0;
         let (cc, r) = run(&path, secs, 1);
         println!(
-            "{mbit:>5} Mbit/s {ms:>3} ms queue {queue_bdp} BDP batch {batch_us:>4} µs jitter {jitter_us:>4} µs loss {loss:.2}: goodput {:.3}, sent {}, queue drops {} (after 2 s: {}), inflight_hi/BDP {:.2}",
+            "{mbit:>5} Mbit/s {ms:>3} ms queue {queue_bdp} BDP batch {batch_us:>4} µs jitter {jitter_us:>4} µs loss {loss:.2}: goodput {:.3}, queue p50/p90 after 2 s {:.1}/{:.1} ms, sent {}, queue drops {} (after 2 s: {}), inflight_hi/BDP {:.2}",
             goodput(&path, &r, secs),
+            r.queue_p50.as_secs_f64() * 1e3,
+            r.queue_p90.as_secs_f64() * 1e3,
             r.sent,
             r.queue_drops,
             r.steady_drops,
