@@ -412,11 +412,9 @@ fn steady_state(mbit: f64, ms: u64, batch_us: u64, jitter_us: u64, seed: u64) ->
 /// ccwg-bbr §4.3.3: ProbeBW_DOWN, CRUISE), so after warm-up the median
 /// queueing delay must stay within a quarter of the base RTT, and the
 /// link full (goodput >= 0.95 of the rate over the steady state).
-/// Prints the numbers (`-- --nocapture --ignored`).
+/// Prints the numbers (`-- --nocapture`). Before the cruise cap and
+/// the drain-to-BDP ProbeBW_DOWN, the jittery paths sat at 0.3-0.7 RTT.
 #[test]
-#[ignore = "fails on the current bbr.rs (standing queue of 0.3-0.7 RTT on the jittery paths); \
-            the candidate fix (cruise bound BBRInflight(1.0) + extra_acked, ProbeBW_DOWN until \
-            in flight <= BBRInflight(1.0)) broke braid-exon's sim_campaign seed 63 and is not applied"]
 fn clean_paths_keep_no_standing_queue() {
     let mut failures = Vec::new();
     for (mbit, ms, batch_us, jitter_us) in QUEUE_PATHS {

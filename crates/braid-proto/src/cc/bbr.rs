@@ -68,6 +68,9 @@ const BETA: f64 = 0.7;
 /// Free headroom left below `inflight_hi` outside probing (v3 §2.8
 /// BBRHeadroom).
 const HEADROOM: f64 = 0.15;
+/// `extra_acked` filter length in round trips (v3 §2.7
+/// BBRExtraAckedFilterLen).
+const EXTRA_ACKED_WINDOW_ROUNDS: u64 = 10;
 
 /// Smallest window, in packets (§4.2.3.1).
 const MIN_PACKETS: u64 = 4;
@@ -119,7 +122,9 @@ struct Snapshot {
 /// }
 /// let bdp = 12_000_000.0 * 0.010;
 /// assert!((cc.bottleneck_bandwidth() - 12e6).abs() < 0.6e6);
-/// assert!((cc.window() as f64) > 1.5 * bdp && (cc.window() as f64) < 3.0 * bdp, "{}", cc.window());
+/// // At least the BDP, to keep the pipe full; near it while cruising (2
+/// // BDPs while probing), so an over-estimate leaves no standing queue.
+/// assert!((cc.window() as f64) >= bdp && (cc.window() as f64) < 3.0 * bdp, "{}", cc.window());
 /// // Random loss does not shrink it.
 /// let w = cc.window();
 /// cc.on_congestion_event(t, t, 1200, false);
@@ -184,6 +189,13 @@ pub struct Bbr {
     /// §4.3.3.6 BBR.bw_probe_up_rounds), and its fractional growth.
     probe_up_rounds: u32,
     inflight_hi_credit: f64,
+    /// Ack aggregation (v3 §4.5.5 BBR.extra_acked): the most data
+    /// acknowledged beyond what `BtlBw` explains within one aggregation
+    /// epoch, max-filtered over 10 rounds, one entry per round.
+    extra_acked_samples: VecDeque<(u64, u64)>,
+    extra_acked: u64,
+    ack_epoch_start: Instant,
+    ack_epoch_acked: u64,
     // Tunables.
     cwnd_gain: f64,
     startup_gain: f64,
@@ -233,6 +245,10 @@ impl Bbr {
             inflight_hi: None,
             probe_up_rounds: 0,
             inflight_hi_credit: 0.0,
+            extra_acked_samples: VecDeque::new(),
+            extra_acked: 0,
+            ack_epoch_start: Instant::ZERO,
+            ack_epoch_acked: 0,
             cwnd_gain: 2.0,
             startup_gain: HIGH_GAIN,
         }
@@ -441,12 +457,22 @@ impl Bbr {
             let elapsed = now.saturating_duration_since(self.cycle_stamp) > rtprop;
             let gain = CYCLE[self.cycle_index];
             // Leave the probing phase once it has filled the pipe further,
-            // the draining phase once the queue it made is gone.
+            // the draining phase once the queue it made is gone: v3
+            // §4.3.3.1 ProbeBW_DOWN lasts until in flight is down to the
+            // BDP (BBRIsTimeToCruise), however long that takes. Leaving it
+            // after one RTprop, as v1 did, left whatever queue the probe
+            // (or an over-estimated BtlBw) had built when that queue was
+            // more than a quarter of a BDP: 0.75 × BtlBw drains only a
+            // quarter BDP per RTprop.
             let advance = if gain > 1.0 {
                 elapsed && self.bytes_in_flight >= self.target_cwnd(gain).min(self.inflight_cap())
                     || now.saturating_duration_since(self.cycle_stamp) > 2 * rtprop
             } else if gain < 1.0 {
-                elapsed || self.bytes_in_flight <= self.target_cwnd(1.0)
+                // Bounded in time as v3's DOWN is by its probe timer
+                // (§4.3.3.5): when losses keep in flight above the BDP
+                // (packets not yet declared lost), 4 RTprops at 0.75 ×
+                // BtlBw have drained a whole BDP anyway.
+                self.bytes_in_flight <= self.target_cwnd(1.0) || now.saturating_duration_since(self.cycle_stamp) > 4 * rtprop
             } else {
                 elapsed
             };
@@ -522,6 +548,62 @@ impl Bbr {
         self.cycle_stamp = now;
     }
 
+    /// v3 §4.5.5 BBRUpdateACKAggregation: how much more data the
+    /// acknowledgements delivered within one epoch than `BtlBw` explains.
+    /// An epoch ends (and the next starts) once deliveries fall back to
+    /// what `BtlBw` predicts. This is the extra in flight that batched or
+    /// jittery acknowledgements need to keep the bottleneck busy, and it
+    /// is what ProbeBW_CRUISE may hold beyond the BDP.
+    fn update_ack_aggregation(&mut self, now: Instant, acked_bytes: u64) {
+        let interval = now.saturating_duration_since(self.ack_epoch_start);
+        let mut expected = (self.btl_bw * interval.as_secs_f64()) as u64;
+        if self.ack_epoch_acked <= expected {
+            self.ack_epoch_acked = 0;
+            self.ack_epoch_start = now;
+            expected = 0;
+        }
+        self.ack_epoch_acked += acked_bytes;
+        let extra = self.ack_epoch_acked.saturating_sub(expected).min(self.cwnd);
+        match self.extra_acked_samples.back_mut() {
+            Some((r, e)) if *r == self.round => *e = (*e).max(extra),
+            _ => self.extra_acked_samples.push_back((self.round, extra)),
+        }
+        let oldest = self.round.saturating_sub(EXTRA_ACKED_WINDOW_ROUNDS - 1);
+        while self
+            .extra_acked_samples
+            .front()
+            .is_some_and(|(r, _)| *r < oldest)
+        {
+            self.extra_acked_samples.pop_front();
+        }
+        self.extra_acked = self
+            .extra_acked_samples
+            .iter()
+            .map(|(_, e)| *e)
+            .max()
+            .unwrap_or(0);
+    }
+
+    /// What ProbeBW_CRUISE keeps in flight at most: the BDP, plus what
+    /// ack aggregation needs (`extra_acked`, v3 §4.6.4.2
+    /// BBRUpdateMaxInflight), plus v3's quantization budget of three send
+    /// quanta (§4.6.4.2 BBRQuantizationBudget; a quantum is 1 ms at the
+    /// pacing rate, 2 packets to 64 KB, §4.6.3).
+    ///
+    /// v3 leaves the window at 2 BDPs in CRUISE and relies on pacing at
+    /// `BtlBw` to keep the queue empty. But `BtlBw` is a max filter: ack
+    /// jitter and aggregation make it over-estimate by a few percent, and
+    /// pacing even 2% above the bottleneck grows the queue every round
+    /// trip until the window stops it, a standing queue of nearly a BDP
+    /// (the issue this fixes). Bounded here, an over-estimate of x% only
+    /// leaves a queue of about x% of a BDP.
+    fn cruise_cap(&self) -> u64 {
+        let quantum = ((self.btl_bw * 0.001) as u64).clamp(2 * self.mss, 64 * 1024);
+        self.target_cwnd(1.0)
+            .saturating_add(self.extra_acked)
+            .saturating_add(3 * quantum)
+    }
+
     fn update_cwnd(&mut self, acked_bytes: u64) {
         if self.mode == Mode::ProbeRtt {
             self.cwnd = self
@@ -542,10 +624,11 @@ impl Bbr {
         } else if self.cwnd < target || self.delivered < self.initial_window {
             self.cwnd += acked_bytes;
         }
-        self.cwnd = self
-            .cwnd
-            .min(self.inflight_cap())
-            .max(MIN_PACKETS * self.mss);
+        let mut cap = self.inflight_cap();
+        if self.mode == Mode::ProbeBw && CYCLE[self.cycle_index] == 1.0 {
+            cap = cap.min(self.cruise_cap());
+        }
+        self.cwnd = self.cwnd.min(cap).max(MIN_PACKETS * self.mss);
     }
 }
 
@@ -622,6 +705,7 @@ impl CongestionController for Bbr {
         self.round_min_rtt = Some(self.round_min_rtt.map_or(rtt, |m| m.min(rtt)));
         self.update_min_rtt(now, rtt);
         self.update_mode(now);
+        self.update_ack_aggregation(now, acked.bytes);
         self.update_cwnd(acked.bytes);
     }
 
@@ -682,9 +766,18 @@ impl CongestionController for Bbr {
         if self.btl_bw > 0.0 {
             // v3 §4.6.2 paces 1% below the estimate (BBRPacingMarginPercent)
             // to keep an over-estimate from building a queue; here
-            // `inflight_hi` bounds that queue, and the 1% would come
-            // straight off the throughput.
-            self.pacing_gain() * self.btl_bw
+            // `inflight_hi` and the cruise cap bound that queue, and the
+            // 1% would come straight off the throughput.
+            //
+            // Never slower than the smallest window per round trip: a
+            // bandwidth estimate that collapsed (repeated RTOs under heavy
+            // loss leave only tiny delivery samples in the filter) would
+            // otherwise pace so slowly that no sample can ever show more,
+            // and the window, not the pacer, is what keeps such a path
+            // safe (measured in braid-exon's crash campaign: a restarted
+            // sender at 18.6% loss paced at 33 B/s for minutes).
+            let floor = (MIN_PACKETS * self.mss) as f64 / smoothed_rtt.as_secs_f64().max(1e-6);
+            (self.pacing_gain() * self.btl_bw).max(floor)
         } else {
             self.startup_gain * self.cwnd as f64 / smoothed_rtt.as_secs_f64().max(1e-6)
         }
