@@ -34,7 +34,7 @@ mod socket;
 
 pub use braid_proto::progmp::{Program, Register};
 pub use braid_proto::{
-    CloseReason, ConnectionStats, EndpointConfig, EndpointStats, PathError, PathInfo, TransportConfig, MAX_PATHS,
+    CcAlgorithm, CloseReason, ConnectionStats, EndpointConfig, EndpointStats, PathError, PathInfo, TransportConfig, MAX_PATHS,
 };
 pub use bytes::Bytes;
 pub use connection::{CongestionParameters, Connection};

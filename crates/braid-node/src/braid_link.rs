@@ -33,15 +33,21 @@ impl Link for BraidLink {
     }
 }
 
-/// Open a Braid connection to `addr`. Whatever the peer sends on it is
+/// Open a Braid connection to `addr`, with `transport` instead of the
+/// endpoint's configuration if given. Whatever the peer sends on it is
 /// delivered like on an accepted connection; its end is the channel's
 /// closed signal.
 pub(crate) async fn connect<H: Header>(
     core: Arc<Core<H>>,
     endpoint: braid_net::Endpoint,
     addr: SocketAddr,
+    transport: Option<braid_net::TransportConfig>,
 ) -> Result<(BraidLink, ClosedSignal), String> {
-    let conn = endpoint.connect(addr).await.map_err(|e| e.to_string())?;
+    let conn = match transport {
+        Some(t) => endpoint.connect_with(addr, t).await,
+        None => endpoint.connect(addr).await,
+    }
+    .map_err(|e| e.to_string())?;
     let reader = conn.clone();
     tokio::spawn(serve(core, reader));
     let watcher = conn.clone();

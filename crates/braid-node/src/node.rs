@@ -69,6 +69,9 @@ struct Inner<H> {
     transports: Vec<Transport>,
     udp_max_datagram: usize,
     tcp_notsent_lowat: Option<u32>,
+    /// Transport configuration of bulk-lane Braid connections, if not
+    /// the endpoint's.
+    bulk_braid: Option<braid_net::TransportConfig>,
     udp: Option<Arc<Udp>>,
     braid: Option<braid_net::Endpoint>,
     exon: Option<Arc<crate::exon::Exon>>,
@@ -302,6 +305,10 @@ impl<H: Header> Node<H> {
                 transports,
                 udp_max_datagram: config.udp_max_datagram,
                 tcp_notsent_lowat: config.tcp_notsent_lowat,
+                bulk_braid: config.bulk_congestion_control.map(|cc| braid_net::TransportConfig {
+                    congestion_control: cc,
+                    ..config.braid.transport.clone()
+                }),
                 udp,
                 braid,
                 exon,
@@ -417,7 +424,9 @@ impl<H: Header> Node<H> {
                 let core = inner.core.clone();
                 let endpoint = inner.braid.clone().ok_or(SendError::TransportDisabled(transport))?;
                 let out = Outgoing { frame, notifier };
-                Channels::send(&inner.env, (transport, to, lane), out, move || crate::braid_link::connect(core, endpoint, to)).await;
+                let with = if lane == Lane::Bulk { inner.bulk_braid.clone() } else { None };
+                Channels::send(&inner.env, (transport, to, lane), out, move || crate::braid_link::connect(core, endpoint, to, with))
+                    .await;
                 Ok(())
             }
             Transport::Exon => {

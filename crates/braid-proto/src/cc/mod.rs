@@ -173,6 +173,10 @@ pub enum CcAlgorithm {
     /// 0 = LEDBAT, p > 0 = N = p virtual CUBIC flows, or N virtual Reno
     /// flows, MulTCP proper, with `multcp_base=0`).
     Priority,
+    /// The BBR-style model-based controller ([`Bbr`]): paces at the
+    /// measured bottleneck rate and keeps its queue short; random loss
+    /// does not lower its rate.
+    Bbr,
 }
 
 impl CcAlgorithm {
@@ -193,6 +197,7 @@ impl CcAlgorithm {
                 MulTcp::new(max_datagram_size, initial_window, 1.0).expect("N = 1 is valid"),
             ),
             CcAlgorithm::Priority => Box::new(Priority::new(max_datagram_size, initial_window)),
+            CcAlgorithm::Bbr => Box::new(Bbr::new(max_datagram_size, initial_window)),
         }
     }
 
@@ -205,6 +210,7 @@ impl CcAlgorithm {
             CcAlgorithm::LedbatPlusPlus => "ledbat++",
             CcAlgorithm::MulTcp => "multcp",
             CcAlgorithm::Priority => "priority",
+            CcAlgorithm::Bbr => "bbr",
         }
     }
 }
@@ -217,7 +223,7 @@ impl fmt::Display for CcAlgorithm {
 
 /// An unknown congestion-control name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown congestion control `{0}`: expected one of newreno, cubic, ledbat, ledbat++, multcp, priority")]
+#[error("unknown congestion control `{0}`: expected one of newreno, cubic, ledbat, ledbat++, multcp, priority, bbr")]
 pub struct UnknownCcAlgorithm(pub String);
 
 impl FromStr for CcAlgorithm {
@@ -230,6 +236,7 @@ impl FromStr for CcAlgorithm {
             "ledbat++" | "ledbatpp" => Ok(CcAlgorithm::LedbatPlusPlus),
             "multcp" => Ok(CcAlgorithm::MulTcp),
             "priority" | "dtl" => Ok(CcAlgorithm::Priority),
+            "bbr" => Ok(CcAlgorithm::Bbr),
             _ => Err(UnknownCcAlgorithm(s.to_string())),
         }
     }

@@ -110,6 +110,10 @@ pub struct BenchDataArgs {
     /// the learner's).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=60_000))]
     data_episode: Option<u64>,
+    /// Congestion control of DATA's Braid connections (the node's bulk
+    /// lane), e.g. bbr (default: Braid's, cubic).
+    #[arg(long, value_name = "NAME")]
+    data_bulk_cc: Option<braid::CcAlgorithm>,
     /// DATA's release window, in messages (default: the interceptor's).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     data_window: Option<u32>,
@@ -228,6 +232,7 @@ fn settings(args: &BenchDataArgs, bdp: u64) -> RunSettings {
     if let Some(w) = args.data_window {
         data.flow.window = w as usize;
     }
+    node.bulk_congestion_control = args.data_bulk_cc;
     RunSettings { node, data, message_size: args.message_size.0 as usize, limit: args.timeout }
 }
 
