@@ -33,7 +33,7 @@ fn bad_link_specs_name_the_field() {
 
 #[test]
 fn bad_choices_and_addresses() {
-    fails_with(&["bench", "stream", "--cc", "bbr"], &["--cc", "newreno", "cubic"]);
+    fails_with(&["bench", "stream", "--cc", "vegas"], &["--cc", "newreno", "cubic", "bbr"]);
     fails_with(&["send", "--to", "localhost", "--bytes", "1"], &["--to"]);
     fails_with(&["serve", "--listen", "127.0.0.1:0", "--mtu", "100"], &["--mtu", "1200"]);
     fails_with(&["send", "--to", "127.0.0.1:9"], &["FILE", "--bytes"]);

@@ -240,7 +240,7 @@ mod tests {
     #[test]
     fn parsers_name_the_allowed_form() {
         assert!(parse_size("12 parsecs").unwrap_err().contains("expected a whole number of bytes"));
-        assert!(parse_cc("bbr").unwrap_err().contains("newreno"));
+        assert!(parse_cc("vegas").unwrap_err().contains("newreno"));
         assert!(parse_secs("-1").unwrap_err().contains("positive number of seconds"));
         assert_eq!(parse_secs("2.5"), Ok(Duration::from_millis(2500)));
     }
