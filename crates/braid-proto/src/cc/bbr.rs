@@ -27,6 +27,16 @@
 //! one, random loss on an idle queue does not, so random loss still never
 //! shrinks the rate.
 //!
+//! Two more departures, both measured in `tests/bbr_queue.rs`:
+//! - The window always covers `extra_acked` and three send quanta (v3
+//!   §4.6.4.2 BBRUpdateMaxInflight), not only in ProbeBW cruise: at
+//!   sub-millisecond RTTs, where acknowledgements come in batches spaced
+//!   wider than RTprop, 2 BDPs of RTprop spiral down to a few packets.
+//! - ProbeBW_UP goes on while its own packets meet no queue, or while
+//!   `inflight_hi` holds the flow back (v3 §4.3.3.5 ends UP when the
+//!   bandwidth plateaus): a path a competitor just left is found in a
+//!   few round trips instead of at 25% per eight-RTprop cycle.
+//!
 //! Delivery-rate samples follow draft-cheng-iccrg-delivery-rate-estimation
 //! §3: each packet remembers, when sent, how much had been delivered and
 //! when; its acknowledgement gives `delivered / max(send_elapsed,
@@ -71,6 +81,9 @@ const HEADROOM: f64 = 0.15;
 /// `extra_acked` filter length in round trips (v3 §2.7
 /// BBRExtraAckedFilterLen).
 const EXTRA_ACKED_WINDOW_ROUNDS: u64 = 10;
+
+/// Longest ProbeBW_UP, in round trips, however much room it finds.
+const MAX_UP_ROUNDS: u32 = 10;
 
 /// Smallest window, in packets (§4.2.3.1).
 const MIN_PACKETS: u64 = 4;
@@ -185,10 +198,20 @@ pub struct Bbr {
     /// Upper bound on in flight learned from loss (v3 §2.9.2
     /// BBR.inflight_hi); `None` is infinity.
     inflight_hi: Option<u64>,
-    /// Rounds of exponential growth of `inflight_hi` while probing (v3
-    /// §4.3.3.6 BBR.bw_probe_up_rounds), and its fractional growth.
+    /// Round trips into the current ProbeBW_UP (v3 §4.3.3.6
+    /// BBR.bw_probe_up_rounds): `inflight_hi` grows by 1, 2, 4, …
+    /// packets in its successive round trips; and the fractional growth.
     probe_up_rounds: u32,
     inflight_hi_credit: f64,
+    /// What the packets sent in this ProbeBW_UP met at the bottleneck:
+    /// `None` before the first is acknowledged, then whether any met a
+    /// queue (an RTT above `RTprop` by a 64th and 100 µs: a shallow queue
+    /// overflows before a larger one shows) or was lost.
+    up_queue: Option<bool>,
+    /// The latest packet sent filled the window: sending is limited by
+    /// `cwnd`, not by the pacer or the application (v3
+    /// `C.is_cwnd_limited`).
+    window_full: bool,
     /// Ack aggregation (v3 §4.5.5 BBR.extra_acked): the most data
     /// acknowledged beyond what `BtlBw` explains within one aggregation
     /// epoch, max-filtered over 10 rounds, one entry per round.
@@ -245,6 +268,8 @@ impl Bbr {
             inflight_hi: None,
             probe_up_rounds: 0,
             inflight_hi_credit: 0.0,
+            up_queue: None,
+            window_full: false,
             extra_acked_samples: VecDeque::new(),
             extra_acked: 0,
             ack_epoch_start: Instant::ZERO,
@@ -425,18 +450,39 @@ impl Bbr {
         self.round_lost_packets = 0;
         self.round_start_delivered = self.delivered;
         self.cwnd = self.cwnd.min(self.inflight_cap());
+        tracing::debug!(
+            mode = ?self.mode,
+            inflight_hi = self.inflight_hi,
+            btl_bw_mbit = self.btl_bw * 8e-6,
+            cwnd = self.cwnd,
+            "bbr: loss with a standing queue bounds in flight"
+        );
     }
 
     /// v3 §4.3.3.6 BBRAdaptUpperBounds: without excess loss, `inflight_hi`
     /// follows what was actually in flight, and while probing up and
-    /// limited by it, grows by 1, 2, 4, … packets per probe (spread over
-    /// the acknowledgements), so a larger path is found in O(log) probes.
+    /// limited by it, grows by 1, 2, 4, … packets in the probe's
+    /// successive round trips (spread over the acknowledgements), so a
+    /// path that freed up (a competing flow left) is found in O(log) round
+    /// trips of one probe.
     fn adapt_upper_bound(&mut self, acked_bytes: u64, tx_in_flight: u64) {
         let Some(hi) = self.inflight_hi else { return };
+        let held = self.held_by_inflight_hi();
         let mut hi = hi.max(tx_in_flight);
         let probing = self.mode == Mode::ProbeBw && CYCLE[self.cycle_index] > 1.0;
-        if probing && tx_in_flight + self.mss >= hi {
-            let growth = (self.mss << self.probe_up_rounds.min(30)) as f64;
+        // v3 BBRProbeInflightHiUpward grows the bound while the window is
+        // at it and full now; the acknowledged packet's own
+        // `tx_in_flight` would only show the bound of a round trip ago,
+        // so growth beyond one packet per round trip never counted.
+        if probing && held {
+            // v3 starts each probe at one packet per round trip; on a
+            // path of 10,000 packets that needs 12 round trips (1.8 s at
+            // 150 ms) to find a third more. Starting at 1/64 of the bound
+            // finds it in 5; pacing at 1.25 × BtlBw still limits what one
+            // round trip adds, and loss with a standing queue ends the
+            // probe as before.
+            let first = (self.mss as f64).max(hi as f64 / 64.0);
+            let growth = first * f64::from(1u32 << self.probe_up_rounds.min(30));
             self.inflight_hi_credit += acked_bytes as f64 * growth / self.cwnd.max(self.mss) as f64;
             let whole = self.inflight_hi_credit.floor();
             self.inflight_hi_credit -= whole;
@@ -465,8 +511,32 @@ impl Bbr {
             // more than a quarter of a BDP: 0.75 × BtlBw drains only a
             // quarter BDP per RTprop.
             let advance = if gain > 1.0 {
-                elapsed && self.bytes_in_flight >= self.target_cwnd(gain).min(self.inflight_cap())
-                    || now.saturating_duration_since(self.cycle_stamp) > 2 * rtprop
+                // v3 §4.3.3.5 BBRIsTimeToGoDown: a probe held back by
+                // `inflight_hi` goes on (growing it exponentially, see
+                // `adapt_upper_bound`) until loss ends it or the bound
+                // no longer binds; v1's one or two RTprops would grow
+                // it by one packet per probe, and a flow that met a
+                // competitor's queue once (DATA's TCP probe before its
+                // Braid one, measured at 1 Gbit/s × 150 ms: `inflight_hi`
+                // 0.66 BDP) would stay below the path for minutes.
+                //
+                //
+                //
+                // Likewise while the packets this probe sent meet no
+                // queue (v3 ends UP once the bandwidth plateaus, its
+                // full_bw check; the queue shows that a round trip
+                // sooner). Pacing at 1.25 × BtlBw without a queue means
+                // the path has room: the probe goes on and finds it at
+                // 25% per round trip, where one RTprop per cycle of eight
+                // found it at 25% per cycle (1.2 s at 150 ms: four cycles
+                // to double). Once its packets meet a queue, the path is
+                // full and v1's exit applies; continuing regardless
+                // overflowed a one-BDP queue every probe on 10 ms paths.
+                let room = (self.held_by_inflight_hi() || self.up_queue != Some(true))
+                    && self.probe_up_rounds < MAX_UP_ROUNDS;
+                !room
+                    && (elapsed && self.bytes_in_flight >= self.target_cwnd(gain).min(self.inflight_cap())
+                        || now.saturating_duration_since(self.cycle_stamp) > 2 * rtprop)
             } else if gain < 1.0 {
                 // Bounded in time as v3's DOWN is by its probe timer
                 // (§4.3.3.5): when losses keep in flight above the BDP
@@ -477,14 +547,15 @@ impl Bbr {
                 elapsed
             };
             if advance {
-                if gain > 1.0 && self.inflight_hi.is_some() {
-                    // A probe without excess loss: the next one grows
-                    // `inflight_hi` twice as fast (v3 §4.3.3.6
-                    // BBRRaiseInflightHiSlope).
-                    self.probe_up_rounds = (self.probe_up_rounds + 1).min(30);
-                }
                 self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
                 self.cycle_stamp = now;
+                if CYCLE[self.cycle_index] > 1.0 {
+                    // v3 §4.3.3.6 BBRStartProbeBW_UP: each probe grows
+                    // `inflight_hi` from its first step per round trip.
+                    self.probe_up_rounds = 0;
+                    self.inflight_hi_credit = 0.0;
+                    self.up_queue = None;
+                }
             }
         }
         // ProbeRTT (v3 §4.3.4.4): when no RTT near RTprop was seen for
@@ -514,6 +585,12 @@ impl Bbr {
                 }
             }
         }
+    }
+
+    /// The flow is held back by `inflight_hi`: the window is at the
+    /// bound, and full.
+    fn held_by_inflight_hi(&self) -> bool {
+        self.window_full && self.inflight_hi.is_some_and(|hi| self.cwnd + self.mss >= hi)
     }
 
     fn probe_rtt_cwnd(&self) -> u64 {
@@ -598,10 +675,33 @@ impl Bbr {
     /// (the issue this fixes). Bounded here, an over-estimate of x% only
     /// leaves a queue of about x% of a BDP.
     fn cruise_cap(&self) -> u64 {
-        let quantum = ((self.btl_bw * 0.001) as u64).clamp(2 * self.mss, 64 * 1024);
         self.target_cwnd(1.0)
             .saturating_add(self.extra_acked)
-            .saturating_add(3 * quantum)
+            .saturating_add(3 * self.send_quantum())
+    }
+
+    /// A send quantum (v3 §4.6.3 BBRSetSendQuantum): 1 ms at the
+    /// bandwidth estimate, 2 packets to 64 KB.
+    fn send_quantum(&self) -> u64 {
+        ((self.btl_bw * 0.001) as u64).clamp(2 * self.mss, 64 * 1024)
+    }
+
+    /// The most in flight outside ProbeRTT (v3 §4.6.4.2
+    /// BBRUpdateMaxInflight): `cwnd_gain` BDPs plus `extra_acked`, and at
+    /// least the quantization budget of three send quanta
+    /// (BBRQuantizationBudget's offload budget).
+    ///
+    /// Without `extra_acked` here, a path whose acknowledgements come in
+    /// batches spaced more than its RTprop apart (a busy host or a
+    /// user-space forwarder at sub-millisecond RTTs) spirals down: each
+    /// batch delivers at most a window, so the bandwidth sample is the
+    /// window over the batch spacing, and the next window, 2 BDPs of that
+    /// sample, is smaller still (measured in `tests/bbr_queue.rs`: 1
+    /// Gbit/s at 100 µs with 250 µs batches ran at 0.28 of the link).
+    fn max_inflight(&self) -> u64 {
+        self.target_cwnd(self.cwnd_gain)
+            .saturating_add(self.extra_acked)
+            .max(3 * self.send_quantum())
     }
 
     fn update_cwnd(&mut self, acked_bytes: u64) {
@@ -616,7 +716,7 @@ impl Bbr {
         // (BBRDefaultCwndGain), keeps at most 2 BDPs in flight: enough to
         // double the rate each round, and v1's 2.885 BDPs overflow a
         // queue of one BDP by almost another before the plateau shows.
-        let target = self.target_cwnd(self.cwnd_gain);
+        let target = self.max_inflight();
         // §4.2.3.4: grow towards the target; before the pipe is full, grow
         // freely (slow-start-like).
         if self.filled_pipe {
@@ -630,33 +730,10 @@ impl Bbr {
         }
         self.cwnd = self.cwnd.min(cap).max(MIN_PACKETS * self.mss);
     }
-}
 
-impl CongestionController for Bbr {
-    fn name(&self) -> &'static str {
-        "bbr"
-    }
-
-    fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64) {
-        if bytes_in_flight <= bytes {
-            // Restarting from idle: intervals start now (§3.2).
-            self.first_sent_time = now;
-            self.delivered_time = now;
-        }
-        self.bytes_in_flight = bytes_in_flight;
-        if self.snapshots.len() >= MAX_SNAPSHOTS {
-            self.snapshots.pop_front();
-        }
-        self.snapshots.push_back(Snapshot {
-            sent_time: now,
-            delivered: self.delivered,
-            delivered_time: self.delivered_time,
-            first_sent_time: self.first_sent_time,
-            tx_in_flight: bytes_in_flight,
-        });
-    }
-
-    fn on_ack(&mut self, now: Instant, acked: &Acked) {
+    /// One acknowledged packet: delivery-rate sample, round trips, the
+    /// model (BtlBw, RTprop, `inflight_hi`), the mode, the window.
+    fn on_ack_inner(&mut self, now: Instant, acked: &Acked) {
         if let Some(prior) = self.prior_cwnd.take() {
             self.cwnd = self.cwnd.max(prior);
         }
@@ -688,6 +765,11 @@ impl CongestionController for Bbr {
                 self.next_round_delivered = self.delivered;
                 self.round += 1;
                 self.start_round();
+                if self.mode == Mode::ProbeBw && CYCLE[self.cycle_index] > 1.0 {
+                    // v3 BBRRaiseInflightHiSlope: twice the growth of the
+                    // last round trip.
+                    self.probe_up_rounds = (self.probe_up_rounds + 1).min(30);
+                }
             }
             // An interval shorter than RTprop would overestimate (§3.3).
             let floor = self.rtprop.unwrap_or(Duration::ZERO).min(rtt);
@@ -703,23 +785,27 @@ impl CongestionController for Bbr {
             }
         }
         self.round_min_rtt = Some(self.round_min_rtt.map_or(rtt, |m| m.min(rtt)));
+        if self.mode == Mode::ProbeBw
+            && CYCLE[self.cycle_index] > 1.0
+            && acked.sent_time >= self.cycle_stamp
+        {
+            let queued = self
+                .rtprop
+                .is_some_and(|base| rtt > base + (base / 64).max(Duration::from_micros(100)));
+            self.up_queue = Some(self.up_queue == Some(true) || queued);
+        }
         self.update_min_rtt(now, rtt);
         self.update_mode(now);
         self.update_ack_aggregation(now, acked.bytes);
         self.update_cwnd(acked.bytes);
     }
 
-    fn on_ack_end(&mut self, now: Instant, bytes_in_flight: u64) {
-        self.bytes_in_flight = bytes_in_flight;
-        self.update_mode(now);
-    }
-
-    fn on_congestion_event(
+    /// Packets declared lost, sent at or before `lost_sent_time`.
+    fn on_loss(
         &mut self,
         now: Instant,
         lost_sent_time: Instant,
         lost_bytes: u64,
-        _persistent: bool,
     ) {
         // Loss alone is not a congestion signal here: the model of the
         // path is. Loss beyond 2% of a round with a standing queue is the
@@ -727,6 +813,14 @@ impl CongestionController for Bbr {
         // losses of packets sent before the last such reaction were
         // answered by it.
         self.bytes_in_flight = self.bytes_in_flight.saturating_sub(lost_bytes);
+        if self.mode == Mode::ProbeBw
+            && CYCLE[self.cycle_index] > 1.0
+            && lost_sent_time >= self.cycle_stamp
+        {
+            // A probe packet lost: whether random or a shallow queue's
+            // overflow, it is no evidence of room, so UP ends as in v1.
+            self.up_queue = Some(true);
+        }
         if self.loss_reaction_at.is_some_and(|t| lost_sent_time <= t) {
             return;
         }
@@ -737,6 +831,74 @@ impl CongestionController for Bbr {
         }
     }
 
+    /// Mode changes are logged (`RUST_LOG=braid_proto::cc::bbr=debug`)
+    /// with the model: what a flow that runs slow did, and why.
+    fn trace_transition(&self, before: Mode, on: &'static str) {
+        if self.mode != before {
+            tracing::debug!(
+                from = ?before,
+                to = ?self.mode,
+                on,
+                btl_bw_mbit = self.btl_bw * 8e-6,
+                rtprop_us = self.rtprop.map(|r| r.as_micros() as u64),
+                cwnd = self.cwnd,
+                inflight_hi = self.inflight_hi,
+                extra_acked = self.extra_acked,
+                "bbr mode"
+            );
+        }
+    }
+}
+
+impl CongestionController for Bbr {
+    fn name(&self) -> &'static str {
+        "bbr"
+    }
+
+    fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64) {
+        if bytes_in_flight <= bytes {
+            // Restarting from idle: intervals start now (§3.2).
+            self.first_sent_time = now;
+            self.delivered_time = now;
+        }
+        self.bytes_in_flight = bytes_in_flight;
+        self.window_full = bytes_in_flight + self.mss > self.cwnd;
+        if self.snapshots.len() >= MAX_SNAPSHOTS {
+            self.snapshots.pop_front();
+        }
+        self.snapshots.push_back(Snapshot {
+            sent_time: now,
+            delivered: self.delivered,
+            delivered_time: self.delivered_time,
+            first_sent_time: self.first_sent_time,
+            tx_in_flight: bytes_in_flight,
+        });
+    }
+
+    fn on_ack(&mut self, now: Instant, acked: &Acked) {
+        let mode = self.mode;
+        self.on_ack_inner(now, acked);
+        self.trace_transition(mode, "ack");
+    }
+
+    fn on_ack_end(&mut self, now: Instant, bytes_in_flight: u64) {
+        let mode = self.mode;
+        self.bytes_in_flight = bytes_in_flight;
+        self.update_mode(now);
+        self.trace_transition(mode, "ack end");
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        lost_sent_time: Instant,
+        lost_bytes: u64,
+        _persistent: bool,
+    ) {
+        let mode = self.mode;
+        self.on_loss(now, lost_sent_time, lost_bytes);
+        self.trace_transition(mode, "loss");
+    }
     fn on_retransmission_timeout(&mut self, _now: Instant) {
         // Everything in flight is presumed lost: send little until an
         // acknowledgement shows the path works, then resume (§4.2.3.3).
