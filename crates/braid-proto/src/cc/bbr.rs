@@ -208,6 +208,8 @@ pub struct Bbr {
     /// queue (an RTT above `RTprop` by a 64th and 100 µs: a shallow queue
     /// overflows before a larger one shows) or was lost.
     up_queue: Option<bool>,
+    /// Startup ended on loss with a standing queue (not on a plateau).
+    startup_lost: bool,
     /// The latest packet sent filled the window: sending is limited by
     /// `cwnd`, not by the pacer or the application (v3
     /// `C.is_cwnd_limited`).
@@ -269,6 +271,7 @@ impl Bbr {
             probe_up_rounds: 0,
             inflight_hi_credit: 0.0,
             up_queue: None,
+            startup_lost: false,
             window_full: false,
             extra_acked_samples: VecDeque::new(),
             extra_acked: 0,
@@ -427,6 +430,7 @@ impl Bbr {
             // v3 §4.3.1.3: the pipe is full; the safe level is what one
             // round trip delivered, at least the BDP. Drain next.
             self.filled_pipe = true;
+            self.startup_lost = true;
             let latest = self.delivered_latest.max(self.prev_delivered_latest);
             let bdp = self.target_cwnd(1.0);
             self.inflight_hi = Some(latest.max(bdp));
@@ -547,6 +551,16 @@ impl Bbr {
                 elapsed
             };
             if advance {
+                if gain > 1.0 {
+                    tracing::trace!(
+                        rounds = self.probe_up_rounds,
+                        met_queue = ?self.up_queue,
+                        btl_bw_mbit = self.btl_bw * 8e-6,
+                        in_flight = self.bytes_in_flight,
+                        inflight_hi = self.inflight_hi,
+                        "bbr: ProbeBW_UP ends"
+                    );
+                }
                 self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
                 self.cycle_stamp = now;
                 if CYCLE[self.cycle_index] > 1.0 {
@@ -621,7 +635,16 @@ impl Bbr {
     fn enter_probe_bw(&mut self, now: Instant) {
         self.mode = Mode::ProbeBw;
         // Start anywhere but the draining phase (§4.3.4.4); deterministic.
-        self.cycle_index = 2 + (self.round as usize % (CYCLE.len() - 2));
+        // After a Startup that ended on loss, probe one RTprop from now:
+        // the queue that overflowed may have been another flow's,
+        // about to leave (DATA's TCP probe before its Braid one), and
+        // the bandwidth Startup saw is then far below the path's. Up to
+        // six RTprops of cruise first cost 0.9 s at 150 ms.
+        self.cycle_index = if std::mem::take(&mut self.startup_lost) {
+            CYCLE.len() - 1
+        } else {
+            2 + (self.round as usize % (CYCLE.len() - 2))
+        };
         self.cycle_stamp = now;
     }
 
