@@ -62,17 +62,17 @@ pub struct NodeConfig {
     /// as the node keeps it.
     pub braid: braid_net::EndpointConfig,
     /// Congestion control of the bulk lane's Braid connections (those
-    /// the DATA interceptor sends on), instead of `braid.transport`'s.
-    /// `None` (the default): as the other channels. A bulk stream under
-    /// a loss-based controller (CUBIC, Braid's default) keeps the
-    /// bottleneck's queue full, and every control message to the same
-    /// host waits that queue out (seed 000 Fig. 8); with `Bbr` it does
-    /// not. Measured with `braid bench data --data-bulk-cc bbr` (1
-    /// Gbit/s): control p50 +3 ms instead of +46 at 150 ms RTT, +15
-    /// instead of +114 at 320 ms; but at 0 ms, where the emulator is CPU
-    /// bound, BBR's probe episode ran at 363 Mbit/s against TCP's 586 and
-    /// DATA settled on TCP (`data_over_best` 0.62), hence not the default
-    /// yet.
+    /// the DATA interceptor sends on), instead of `braid.transport`'s;
+    /// `None`: as the other channels. Default `Some(Bbr)`.
+    ///
+    /// Why BBR: a bulk stream under a loss-based controller (CUBIC,
+    /// Braid's default) keeps the bottleneck's queue full, and every
+    /// control message to the same host waits that queue out (seed 000
+    /// Fig. 8). Measured with `braid bench data` over the emulator (1
+    /// Gbit/s, one-BDP queue): the control p50 that DATA's bulk adds is
+    /// +6 ms at 150 ms RTT and +6 ms at 320 ms under BBR, against +46
+    /// and +114 ms under CUBIC (TCP/TCP: +208 and +189 ms), while DATA's
+    /// goodput stays within a few percent of the better pure transport.
     pub bulk_congestion_control: Option<braid_net::CcAlgorithm>,
     /// Drop outgoing UDP datagrams on purpose (testing). Default none.
     pub udp_loss: Option<UdpLoss>,
@@ -97,7 +97,7 @@ impl Default for NodeConfig {
             max_frame_size: 64 << 20,
             tcp_notsent_lowat: Some(512 << 10),
             braid,
-            bulk_congestion_control: None,
+            bulk_congestion_control: Some(braid_net::CcAlgorithm::Bbr),
             udp_loss: None,
             exon: braid_exon_net::SocketConfig::default(),
         }

@@ -205,11 +205,16 @@ pub struct Bbr {
     inflight_hi_credit: f64,
     /// What the packets sent in this ProbeBW_UP met at the bottleneck:
     /// `None` before the first is acknowledged, then whether any met a
-    /// queue (an RTT above `RTprop` by a 64th and 100 µs: a shallow queue
-    /// overflows before a larger one shows) or was lost.
+    /// queue (an RTT above `RTprop` by a 16th and 1 ms, so that a busy
+    /// host's delay is not taken for one) or was lost (a queue shallower
+    /// than that overflows first).
     up_queue: Option<bool>,
-    /// Startup ended on loss with a standing queue (not on a plateau).
-    startup_lost: bool,
+    /// Probe again one RTprop after the next drain instead of a cycle
+    /// later: Startup ended on loss with a standing queue (not on a
+    /// plateau), or the last ProbeBW_UP found a quarter more bandwidth.
+    probe_soon: bool,
+    /// BtlBw when the current ProbeBW_UP began.
+    up_start_bw: f64,
     /// The latest packet sent filled the window: sending is limited by
     /// `cwnd`, not by the pacer or the application (v3
     /// `C.is_cwnd_limited`).
@@ -271,7 +276,8 @@ impl Bbr {
             probe_up_rounds: 0,
             inflight_hi_credit: 0.0,
             up_queue: None,
-            startup_lost: false,
+            probe_soon: false,
+            up_start_bw: 0.0,
             window_full: false,
             extra_acked_samples: VecDeque::new(),
             extra_acked: 0,
@@ -430,7 +436,7 @@ impl Bbr {
             // v3 §4.3.1.3: the pipe is full; the safe level is what one
             // round trip delivered, at least the BDP. Drain next.
             self.filled_pipe = true;
-            self.startup_lost = true;
+            self.probe_soon = true;
             let latest = self.delivered_latest.max(self.prev_delivered_latest);
             let bdp = self.target_cwnd(1.0);
             self.inflight_hi = Some(latest.max(bdp));
@@ -459,6 +465,9 @@ impl Bbr {
             inflight_hi = self.inflight_hi,
             btl_bw_mbit = self.btl_bw * 8e-6,
             cwnd = self.cwnd,
+            round = self.round,
+            round_min_rtt_us = self.round_min_rtt.map(|r| r.as_micros() as u64),
+            prev_round_min_rtt_us = self.prev_round_min_rtt.map(|r| r.as_micros() as u64),
             "bbr: loss with a standing queue bounds in flight"
         );
     }
@@ -560,10 +569,21 @@ impl Bbr {
                         inflight_hi = self.inflight_hi,
                         "bbr: ProbeBW_UP ends"
                     );
+                    // A probe that found a quarter more bandwidth may
+                    // not have found all there is (it ends at the first
+                    // queue, and a busy host's delay looks like one):
+                    // the next one follows the drain instead of a cycle
+                    // later (1.2 s at 150 ms).
+                    self.probe_soon = self.btl_bw >= 1.25 * self.up_start_bw;
                 }
+                let drained = gain < 1.0;
                 self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
+                if drained && std::mem::take(&mut self.probe_soon) {
+                    self.cycle_index = CYCLE.len() - 1;
+                }
                 self.cycle_stamp = now;
                 if CYCLE[self.cycle_index] > 1.0 {
+                    self.up_start_bw = self.btl_bw;
                     // v3 §4.3.3.6 BBRStartProbeBW_UP: each probe grows
                     // `inflight_hi` from its first step per round trip.
                     self.probe_up_rounds = 0;
@@ -640,7 +660,7 @@ impl Bbr {
         // about to leave (DATA's TCP probe before its Braid one), and
         // the bandwidth Startup saw is then far below the path's. Up to
         // six RTprops of cruise first cost 0.9 s at 150 ms.
-        self.cycle_index = if std::mem::take(&mut self.startup_lost) {
+        self.cycle_index = if std::mem::take(&mut self.probe_soon) {
             CYCLE.len() - 1
         } else {
             2 + (self.round as usize % (CYCLE.len() - 2))
@@ -814,7 +834,7 @@ impl Bbr {
         {
             let queued = self
                 .rtprop
-                .is_some_and(|base| rtt > base + (base / 64).max(Duration::from_micros(100)));
+                .is_some_and(|base| rtt > base + (base / 16).max(Duration::from_millis(1)));
             self.up_queue = Some(self.up_queue == Some(true) || queued);
         }
         self.update_min_rtt(now, rtt);

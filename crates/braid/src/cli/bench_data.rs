@@ -33,7 +33,10 @@
 //! (b) the bottleneck queue the bulk flow's congestion control keeps, and
 //! (c) CPU contention on the hosts. TCP/TCP pays all three; with DATA,
 //! whose stream has channels of its own (the node's bulk lane), (a) is
-//! gone and only (b) and (c) remain, as for TCP/Braid. So the literal
+//! gone and only (b) and (c) remain, as for TCP/Braid; and (b) is small,
+//! since DATA's Braid connections run BBR (`NodeConfig::
+//! bulk_congestion_control`, `--data-bulk-cc`), where Braid alone runs
+//! Braid's default, CUBIC, which fills the queue as TCP does. So the literal
 //! goal, DATA's p50 ≤ 1/10 of TCP/TCP's p50, cannot hold once the RTT
 //! is more than 1/10 of TCP/TCP's p50 (150 and 320 ms here: TCP/TCP's
 //! p50 is the RTT plus a few hundred ms): the comparable measure is the
@@ -111,7 +114,9 @@ pub struct BenchDataArgs {
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=60_000))]
     data_episode: Option<u64>,
     /// Congestion control of DATA's Braid connections (the node's bulk
-    /// lane), e.g. bbr (default: Braid's, cubic).
+    /// lane): bbr (the node's default), cubic (Braid's default, as the
+    /// other channels) or another of Braid's controllers (newreno,
+    /// ledbat, ledbat++, multcp, priority).
     #[arg(long, value_name = "NAME")]
     data_bulk_cc: Option<braid::CcAlgorithm>,
     /// DATA's release window, in messages (default: the interceptor's).
@@ -232,7 +237,9 @@ fn settings(args: &BenchDataArgs, bdp: u64) -> RunSettings {
     if let Some(w) = args.data_window {
         data.flow.window = w as usize;
     }
-    node.bulk_congestion_control = args.data_bulk_cc;
+    if let Some(cc) = args.data_bulk_cc {
+        node.bulk_congestion_control = Some(cc);
+    }
     RunSettings { node, data, message_size: args.message_size.0 as usize, limit: args.timeout }
 }
 
