@@ -68,11 +68,13 @@ pub struct NodeConfig {
     /// Why BBR: a bulk stream under a loss-based controller (CUBIC,
     /// Braid's default) keeps the bottleneck's queue full, and every
     /// control message to the same host waits that queue out (seed 000
-    /// Fig. 8). Measured with `braid bench data` over the emulator (1
-    /// Gbit/s, one-BDP queue): the control p50 that DATA's bulk adds is
-    /// +6 ms at 150 ms RTT and +6 ms at 320 ms under BBR, against +46
-    /// and +114 ms under CUBIC (TCP/TCP: +208 and +189 ms), while DATA's
-    /// goodput stays within a few percent of the better pure transport.
+    /// Fig. 8). Measured with `braid bench data --repeat 3` over the
+    /// emulator (1 Gbit/s, one-BDP queue): the control p50 that DATA's
+    /// bulk adds is +2.7 ms at 150 ms RTT and +1.2 ms at 320 ms under
+    /// BBR (TCP/TCP in the same run: +214 and +242 ms), against +46 and
+    /// +114 ms under CUBIC (TCP/TCP: +183 and +216 ms); DATA's goodput
+    /// was 0.93, 0.97, 0.92 and 0.96 of the better pure transport at 0,
+    /// 3, 150 and 320 ms.
     pub bulk_congestion_control: Option<braid_net::CcAlgorithm>,
     /// Drop outgoing UDP datagrams on purpose (testing). Default none.
     pub udp_loss: Option<UdpLoss>,
