@@ -13,7 +13,9 @@
 //! the stream's retransmissions (TCP delivers in order: a ping written
 //! after a lost data segment waits at least one more RTT, several in a
 //! loss episode). What it still shares with the stream is the path's
-//! bottleneck queue. The paper's conclusion (§VI) asks for exactly this
+//! bottleneck queue, which the bulk lane's Braid connections keep short:
+//! they run BBR ([`crate::NodeConfig::bulk_congestion_control`]), where a
+//! loss-based controller would keep it full. The paper's conclusion (§VI) asks for exactly this
 //! separation of control and data channels; DATA gives it without the
 //! application opening anything.
 
