@@ -546,11 +546,7 @@ fn a_competitor_that_leaves_frees_the_path() {
         let mut path = clean(mbit, ms, 1.0);
         let leaves = Duration::from_secs(4) + path.base_rtt * 20;
         path.cross = Some((0.6 * path.rate, leaves));
-        let (during, _) = {
-            let mut cc = Bbr::new(MSS, 32 * MSS);
-            let r = simulate(&mut cc, &path, leaves.as_secs_f64(), Duration::ZERO, 3);
-            (r.delivered_bytes as f64 / leaves.as_secs_f64() / path.rate, cc.inflight_hi())
-        };
+        let during = goodput_between(&path, Duration::ZERO, leaves, 3);
         let from = leaves + Duration::from_millis(1_500);
         let after = goodput_between(&path, from, from + Duration::from_secs(3), 3);
         println!("{mbit} Mbit/s × {ms} ms: goodput {during:.3} beside the competitor, {after:.3} from 1.5 s after it left (3 s)");

@@ -450,7 +450,7 @@ impl Bbr {
                     .max(target)
                     .max(MIN_PACKETS * self.mss),
             );
-            if self.mode == Mode::ProbeBw && CYCLE[self.cycle_index] > 1.0 {
+            if self.probing_up() {
                 // Stop probing up (v3 §4.3.3.4 exit on loss).
                 self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
                 self.cycle_stamp = now;
@@ -482,7 +482,7 @@ impl Bbr {
         let Some(hi) = self.inflight_hi else { return };
         let held = self.held_by_inflight_hi();
         let mut hi = hi.max(tx_in_flight);
-        let probing = self.mode == Mode::ProbeBw && CYCLE[self.cycle_index] > 1.0;
+        let probing = self.probing_up();
         // v3 BBRProbeInflightHiUpward grows the bound while the window is
         // at it and full now; the acknowledged packet's own
         // `tx_in_flight` would only show the bound of a round trip ago,
@@ -622,6 +622,11 @@ impl Bbr {
                 }
             }
         }
+    }
+
+    /// In ProbeBW_UP: probing for more bandwidth.
+    fn probing_up(&self) -> bool {
+        self.mode == Mode::ProbeBw && CYCLE[self.cycle_index] > 1.0
     }
 
     /// The flow is held back by `inflight_hi`: the window is at the
@@ -811,7 +816,7 @@ impl Bbr {
                 self.next_round_delivered = self.delivered;
                 self.round += 1;
                 self.start_round();
-                if self.mode == Mode::ProbeBw && CYCLE[self.cycle_index] > 1.0 {
+                if self.probing_up() {
                     // v3 BBRRaiseInflightHiSlope: twice the growth of the
                     // last round trip.
                     self.probe_up_rounds = (self.probe_up_rounds + 1).min(30);
@@ -831,10 +836,7 @@ impl Bbr {
             }
         }
         self.round_min_rtt = Some(self.round_min_rtt.map_or(rtt, |m| m.min(rtt)));
-        if self.mode == Mode::ProbeBw
-            && CYCLE[self.cycle_index] > 1.0
-            && acked.sent_time >= self.cycle_stamp
-        {
+        if self.probing_up() && acked.sent_time >= self.cycle_stamp {
             let queued = self
                 .rtprop
                 .is_some_and(|base| rtt > base + (base / 16).max(Duration::from_millis(1)));
@@ -859,10 +861,7 @@ impl Bbr {
         // losses of packets sent before the last such reaction were
         // answered by it.
         self.bytes_in_flight = self.bytes_in_flight.saturating_sub(lost_bytes);
-        if self.mode == Mode::ProbeBw
-            && CYCLE[self.cycle_index] > 1.0
-            && lost_sent_time >= self.cycle_stamp
-        {
+        if self.probing_up() && lost_sent_time >= self.cycle_stamp {
             // A probe packet lost: whether random or a shallow queue's
             // overflow, it is no evidence of room, so UP ends as in v1.
             self.up_queue = Some(true);
