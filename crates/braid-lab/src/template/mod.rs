@@ -1,0 +1,310 @@
+//! Templates: experiments with declared, typed parameters.
+//!
+//! A template takes one experiment's parameter values, a seed, a deadline
+//! and, when it asks for one, a fresh emulator testbed, and produces
+//! records (scalars, time series, warnings). Two kinds implement the one
+//! [`Template`] trait:
+//! - built-in Rust templates ([`builtin`]): the measurements behind
+//!   `braid bench` and the simulator scenarios;
+//! - [`command::CommandTemplate`]: any program, in any language, with
+//!   `{{name}}` in its command line and `BRAID_PARAM_<NAME>` in its
+//!   environment, reporting through `BRAID_LAB_RECORDS`.
+//!
+//! A template never opens the store, draws a plot or prints: it reports
+//! records through its [`Context`] and the lab does the rest.
+//!
+//! ```
+//! use braid_lab::param::{ParamDecl, ParamType, Params, Value};
+//! use braid_lab::record::Recorder;
+//! use braid_lab::template::{Context, Template, TemplateError};
+//! use std::time::{Duration, Instant};
+//!
+//! /// Records the square of `x`.
+//! struct Square;
+//! impl Template for Square {
+//!     fn name(&self) -> &str { "square" }
+//!     fn description(&self) -> &str { "x squared" }
+//!     fn params(&self) -> Vec<ParamDecl> {
+//!         vec![ParamDecl::config("x", ParamType::float(), Value::Float(1.0))]
+//!     }
+//!     fn run(&self, ctx: &mut Context<'_>) -> Result<(), TemplateError> {
+//!         let x = ctx.params.float("x")?;
+//!         ctx.record("square", x * x);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let mut params = Params::default();
+//! params.insert("x", Value::Float(3.0));
+//! let mut rec = Recorder::in_memory();
+//! let dir = std::env::temp_dir();
+//! let mut ctx = Context::new(&params, 7, Instant::now() + Duration::from_secs(5), &mut rec, &dir, "doc");
+//! Square.run(&mut ctx).unwrap();
+//! assert_eq!(rec.take().len(), 1);
+//! ```
+
+pub mod builtin;
+pub mod command;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::param::{ParamDecl, ParamError, Params};
+use crate::record::Recorder;
+
+/// What a template needs from the machine and the runner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requirements {
+    /// It builds emulator testbeds (root, `/dev/net/tun`, iproute2).
+    pub emulator: bool,
+    /// It measures time or throughput on the real machine: by default its
+    /// experiments run alone (a study can still say `exclusive = false`).
+    pub exclusive: bool,
+}
+
+/// An experiment kind with declared parameters.
+pub trait Template: Send + Sync {
+    /// The name studies use (`stream`, `sim-transfer`, ...).
+    fn name(&self) -> &str;
+
+    /// Bump when a change makes old results incomparable: it is part of
+    /// every experiment's id, so a new version reruns instead of resuming.
+    fn version(&self) -> u32 {
+        1
+    }
+
+    /// One line for `braid lab templates`.
+    fn description(&self) -> &str;
+
+    /// Every parameter, with its type, role and default.
+    fn params(&self) -> Vec<ParamDecl>;
+
+    /// What it needs to run.
+    fn requirements(&self) -> Requirements {
+        Requirements::default()
+    }
+
+    /// About how long one experiment with `params` takes (wall clock), for
+    /// `braid lab plan` and the progress bar's first ETA.
+    fn expected_duration(&self, _params: &Params) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    /// Run one experiment: read `ctx.params`, measure, report through `ctx`.
+    /// Return before `ctx.deadline` (the runner ends the experiment soon
+    /// after it).
+    fn run(&self, ctx: &mut Context<'_>) -> Result<(), TemplateError>;
+}
+
+/// Why an experiment failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    /// A parameter is missing or of the wrong type.
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// The parameter values are well typed but make no sense together.
+    #[error("invalid parameters: {0}")]
+    Invalid(String),
+    /// The machine cannot run it (no root, no TUN, a program missing).
+    #[error("cannot run here: {0}")]
+    Unavailable(String),
+    /// It ran past its deadline.
+    #[error("deadline passed: {0}")]
+    Timeout(String),
+    /// The measurement itself failed.
+    #[error("{0}")]
+    Failed(String),
+    /// An I/O error.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl TemplateError {
+    /// `Failed` from anything printable (an `anyhow::Error` with its chain:
+    /// format it with `{:#}` first).
+    pub fn failed(e: impl std::fmt::Display) -> TemplateError {
+        TemplateError::Failed(e.to_string())
+    }
+
+    /// `Io` with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> TemplateError {
+        TemplateError::Io { context: context.into(), source }
+    }
+}
+
+/// What a running experiment gets: its parameters, seed and deadline, a
+/// recorder, a private work directory, and testbed names no other
+/// experiment uses.
+pub struct Context<'a> {
+    /// Every declared parameter's value (defaults filled in).
+    pub params: &'a Params,
+    /// The experiment's seed: all randomness derives from it.
+    pub seed: u64,
+    /// When the runner gives up on the experiment.
+    pub deadline: Instant,
+    recorder: &'a mut Recorder,
+    work_dir: &'a Path,
+    tag: String,
+    testbeds: u32,
+    progress: Option<&'a (dyn Fn(f64) + Sync)>,
+}
+
+impl<'a> Context<'a> {
+    /// A context. `tag` (a few characters of `a-z0-9`) makes the
+    /// experiment's testbed names unique; the runner derives it from the
+    /// experiment id.
+    pub fn new(
+        params: &'a Params,
+        seed: u64,
+        deadline: Instant,
+        recorder: &'a mut Recorder,
+        work_dir: &'a Path,
+        tag: &str,
+    ) -> Context<'a> {
+        let tag: String = tag.chars().filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit()).take(6).collect();
+        Context { params, seed, deadline, recorder, work_dir, tag, testbeds: 0, progress: None }
+    }
+
+    /// Report progress (0..=1) to this callback.
+    pub fn with_progress(mut self, progress: &'a (dyn Fn(f64) + Sync)) -> Context<'a> {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// A scalar result.
+    pub fn record(&mut self, metric: &str, value: f64) {
+        self.recorder.record(metric, value);
+    }
+
+    /// A time-series point `t` seconds into the experiment.
+    pub fn series(&mut self, series: &str, t: f64, value: f64) {
+        self.recorder.series(series, t, value);
+    }
+
+    /// A warning for whoever reads the results.
+    pub fn warn(&mut self, message: &str) {
+        self.recorder.warn(message);
+    }
+
+    /// The recorder itself (to hand to measurement code).
+    pub fn recorder(&mut self) -> &mut Recorder {
+        self.recorder
+    }
+
+    /// A directory only this experiment writes to (logs, artifacts); it
+    /// exists.
+    pub fn work_dir(&self) -> &Path {
+        self.work_dir
+    }
+
+    /// Time left before the deadline (zero once it passed).
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// `Err(Timeout)` once the deadline passed.
+    pub fn check_deadline(&self, doing: &str) -> Result<(), TemplateError> {
+        if Instant::now() >= self.deadline {
+            Err(TemplateError::Timeout(doing.to_string()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Report that a fraction (0..=1) of the work is done.
+    pub fn progress(&self, fraction: f64) {
+        if let Some(p) = self.progress {
+            p(fraction.clamp(0.0, 1.0));
+        }
+    }
+
+    /// A name for a new emulator testbed (1–8 characters), unique to this
+    /// experiment and call: parallel experiments never share namespaces or
+    /// devices. Pass it to `braid_emu::Testbed::builder().name(..)`; the
+    /// testbed is torn down when dropped.
+    pub fn testbed_name(&mut self) -> String {
+        let n = self.testbeds;
+        self.testbeds += 1;
+        let mut name = format!("l{}{}", self.tag, base36(n));
+        name.truncate(8);
+        name
+    }
+
+    /// A testbed builder already named with [`testbed_name`](Self::testbed_name)
+    /// and seeded from the experiment's seed.
+    pub fn testbed(&mut self) -> braid_emu::TestbedBuilder {
+        let name = self.testbed_name();
+        braid_emu::Testbed::builder().name(&name).seed(self.seed)
+    }
+}
+
+fn base36(mut n: u32) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut s = Vec::new();
+    loop {
+        s.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    s.reverse();
+    String::from_utf8(s).unwrap_or_default()
+}
+
+/// Every built-in template.
+pub fn builtins() -> Vec<Arc<dyn Template>> {
+    builtin::all()
+}
+
+/// The built-in template named `name`.
+pub fn find_builtin(name: &str) -> Option<Arc<dyn Template>> {
+    builtins().into_iter().find(|t| t.name() == name)
+}
+
+/// `anyhow::Context`'s shape for template code, producing
+/// [`TemplateError::Failed`] with the context and the cause: measurement
+/// code keeps its readable `.context("...")?` and the library still
+/// returns a typed error.
+pub trait ResultExt<T> {
+    /// On error: `Failed("{context}: {error}")`.
+    fn context(self, context: impl std::fmt::Display) -> Result<T, TemplateError>;
+    /// [`context`](Self::context) computed only on error.
+    fn with_context<C: std::fmt::Display>(self, f: impl FnOnce() -> C) -> Result<T, TemplateError>;
+}
+
+impl<T, E: std::fmt::Display> ResultExt<T> for Result<T, E> {
+    fn context(self, context: impl std::fmt::Display) -> Result<T, TemplateError> {
+        self.map_err(|e| TemplateError::Failed(format!("{context}: {e}")))
+    }
+    fn with_context<C: std::fmt::Display>(self, f: impl FnOnce() -> C) -> Result<T, TemplateError> {
+        self.map_err(|e| TemplateError::Failed(format!("{}: {e}", f())))
+    }
+}
+
+impl<T> ResultExt<T> for Option<T> {
+    fn context(self, context: impl std::fmt::Display) -> Result<T, TemplateError> {
+        self.ok_or_else(|| TemplateError::Failed(context.to_string()))
+    }
+    fn with_context<C: std::fmt::Display>(self, f: impl FnOnce() -> C) -> Result<T, TemplateError> {
+        self.ok_or_else(|| TemplateError::Failed(f().to_string()))
+    }
+}
+
+/// `bail!`: return `Err(TemplateError::Failed(format!(...)))`.
+#[macro_export]
+macro_rules! fail {
+    ($($arg:tt)*) => { return Err($crate::template::TemplateError::Failed(format!($($arg)*))) };
+}
+
+/// `ensure!`: fail with the message unless the condition holds.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $($arg:tt)*) => { if !$cond { $crate::fail!($($arg)*); } };
+}
