@@ -20,6 +20,7 @@
 //! which knows nothing of the lab.
 
 pub mod analysis;
+pub mod harness;
 pub mod param;
 pub mod plan;
 pub mod plot;

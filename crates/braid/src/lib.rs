@@ -9,12 +9,13 @@
 //!
 //! Owns: the public facade (re-exports of what applications need, so they
 //! depend on this one crate), the file-transfer application protocol
-//! ([`transfer`]), length-prefixed framing for byte streams ([`framing`]),
-//! human-readable sizes ([`size`]), simulated transfers ([`sim_transfer`])
-//! and the `braid` binary (serve, send, sim, bench, demo).
+//! ([`transfer`]), length-prefixed framing for byte streams ([`framing`])
+//! and human-readable sizes ([`size`]).
 //!
-//! Must not be depended on by any other Braid crate: this crate knows
-//! everything, the libraries below it know nothing of it.
+//! Must not depend on: the command line (clap), plotting, databases or
+//! benchmark peers (quinn): what applications link stays small. The `braid`
+//! binary is `braid-cli`; experiments live in `braid-lab`, which (with the
+//! CLI) is the only crate above this one.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -44,9 +45,6 @@
 //! ```
 
 pub mod framing;
-pub mod priority_sim;
-pub mod sim_multipath;
-pub mod sim_transfer;
 pub mod size;
 pub mod transfer;
 

@@ -5,8 +5,17 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use plotters::prelude::*;
+
+/// A chart that could not be drawn or written.
+#[derive(Debug, thiserror::Error)]
+#[error("writing the plot {path}: {reason}")]
+pub struct ChartError {
+    /// The file.
+    pub path: String,
+    /// What went wrong.
+    pub reason: String,
+}
 
 /// One named line: `(x, y)` points in drawing order.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,8 +95,8 @@ fn finish<'a>(root: &Root<'a>, chart: &mut Chart<'a, 'a>) -> Result<(), Box<dyn 
 }
 
 /// Write `chart` to `path` as SVG.
-pub fn write_line_chart(path: &Path, chart: &LineChart) -> anyhow::Result<()> {
-    draw_lines(path, chart).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("writing the plot {}", path.display()))
+pub fn write_line_chart(path: &Path, chart: &LineChart) -> Result<(), ChartError> {
+    draw_lines(path, chart).map_err(|e| ChartError { path: path.display().to_string(), reason: e.to_string() })
 }
 
 fn draw_lines(path: &Path, c: &LineChart) -> Result<(), Box<dyn std::error::Error>> {
@@ -120,8 +129,8 @@ fn draw_lines(path: &Path, c: &LineChart) -> Result<(), Box<dyn std::error::Erro
 }
 
 /// Write `chart` to `path` as SVG.
-pub fn write_bar_chart(path: &Path, chart: &BarChart) -> anyhow::Result<()> {
-    draw_bars(path, chart).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("writing the plot {}", path.display()))
+pub fn write_bar_chart(path: &Path, chart: &BarChart) -> Result<(), ChartError> {
+    draw_bars(path, chart).map_err(|e| ChartError { path: path.display().to_string(), reason: e.to_string() })
 }
 
 fn draw_bars(path: &Path, c: &BarChart) -> Result<(), Box<dyn std::error::Error>> {

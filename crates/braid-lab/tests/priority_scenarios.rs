@@ -1,9 +1,9 @@
 //! Acceptance of issue 5 (priority congestion control, DTL) on the
 //! simulator: the `polite`, `latecomer`, `multcp`, `switch` and `five`
-//! scenarios of `braid::priority_sim` at the paper's durations (virtual
+//! scenarios of `braid_lab::harness::priority_sim` at the paper's durations (virtual
 //! time: a few seconds of CPU each), with the issue's assertions.
 
-use braid::priority_sim::{
+use braid_lab::harness::priority_sim::{
     five, jain_index, latecomer, multcp, multcp_pair, polite, run, switch, PhaseResult,
     ScenarioOptions, ScenarioReport,
 };

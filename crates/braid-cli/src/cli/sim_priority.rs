@@ -3,7 +3,7 @@
 //! per-phase, per-flow throughput, fairness, queuing delay and loss.
 
 use anyhow::Context;
-use braid::priority_sim::{self, Check, ScenarioOptions, ScenarioReport};
+use braid_lab::harness::priority_sim::{self, Check, ScenarioOptions, ScenarioReport};
 use braid::{CcAlgorithm, LinkSpec};
 use clap::Args;
 

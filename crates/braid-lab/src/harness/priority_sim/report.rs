@@ -303,7 +303,7 @@ pub(super) fn report(
 ///
 /// ```
 /// use std::time::Duration;
-/// use braid::priority_sim::{bin_edges, build_report, switch, Measurements, ScenarioOptions, Snapshot};
+/// use braid_lab::harness::priority_sim::{bin_edges, build_report, switch, Measurements, ScenarioOptions, Snapshot};
 /// let cfg = switch(&ScenarioOptions { scale: 0.025, ..ScenarioOptions::default() }).unwrap();
 /// // Two flows (tcp, dtl) delivering 0.5 and 0.125 MB per second.
 /// let bins = bin_edges(&cfg);

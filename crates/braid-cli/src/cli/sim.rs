@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use braid::sim_transfer::{self, SimTransferConfig};
+use braid_lab::harness::sim_transfer::{self, SimTransferConfig};
 use braid::size::ByteSize;
 use braid::{CcAlgorithm, LinkSpec};
 use clap::Args;

@@ -74,7 +74,7 @@ use clap::Args;
 use serde_json::json;
 
 use self::hosts::{BulkResult, ControlResult, DataVia, RunSettings};
-use super::plot::{write_bar_chart, BarChart};
+use braid_lab::plot::chart::{write_bar_chart, BarChart};
 use super::{emit, parse_size, Outcome};
 
 #[derive(Debug, Args)]

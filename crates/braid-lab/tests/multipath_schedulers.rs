@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use braid::sim_multipath::{run, Scenario, ScenarioReport, Step};
+use braid_lab::harness::sim_multipath::{run, Scenario, ScenarioReport, Step};
 use braid_progmp::{Program, Register};
 
 const FAST: &str = "rtt=20ms,rate=20mbit";

@@ -16,7 +16,7 @@ pub struct ScheduleError {
 /// (from the start of the transfer) the priority becomes the value.
 ///
 /// ```
-/// use braid::priority_sim::parse_priority_schedule;
+/// use braid_lab::harness::priority_sim::parse_priority_schedule;
 /// use std::time::Duration;
 /// let s = parse_priority_schedule("0@0s, 1@1.5m,2.5@200s").unwrap();
 /// assert_eq!(s, vec![

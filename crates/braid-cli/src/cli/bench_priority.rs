@@ -2,7 +2,7 @@
 //! (polite, latecomer, multcp, switch, five) over the emulator, Braid
 //! LEDBAT/MulTCP flows (the `priority` controller, changed on the live
 //! connections) against kernel TCP (CUBIC) on one bottleneck. The scenario
-//! definitions and the report are the simulator's (`braid::priority_sim`);
+//! definitions and the report are the simulator's (`braid_lab::harness::priority_sim`);
 //! only the runner differs (`bench_priority/emu.rs`).
 //!
 //! Prints a table per run and the acceptance checks of issue 5, or one JSON
@@ -16,12 +16,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use braid::priority_sim::{self, ScenarioConfig, ScenarioOptions, ScenarioReport};
+use braid_lab::harness::priority_sim::{self, ScenarioConfig, ScenarioOptions, ScenarioReport};
 use braid::{CcAlgorithm, LinkSpec};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::plot::{write_line_chart, LineChart, Series};
+use braid_lab::plot::chart::{write_line_chart, LineChart, Series};
 use super::{emit, parse_cc, parse_link, parse_secs, Outcome};
 
 /// The p = 0 controller.

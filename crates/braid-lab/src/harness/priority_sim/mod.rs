@@ -33,7 +33,7 @@
 //! reads the `0@0s,1@60s,2@120s` syntax of a priority schedule.
 //!
 //! ```
-//! use braid::priority_sim::{run, switch, ScenarioOptions};
+//! use braid_lab::harness::priority_sim::{run, switch, ScenarioOptions};
 //! let cfg = switch(&ScenarioOptions { scale: 0.05, ..ScenarioOptions::default() }).unwrap();
 //! let report = run(&cfg).unwrap();
 //! assert_eq!(report.phases.len(), 3);

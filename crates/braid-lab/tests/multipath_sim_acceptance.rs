@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use braid::sim_multipath::{run, Scenario};
+use braid_lab::harness::sim_multipath::{run, Scenario};
 use braid_proto::CcAlgorithm;
 
 #[test]

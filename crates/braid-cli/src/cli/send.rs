@@ -152,7 +152,7 @@ fn parse_priority(s: &str) -> Result<f64, String> {
 struct PrioritySchedule(Vec<(Duration, f64)>);
 
 fn parse_schedule(s: &str) -> Result<PrioritySchedule, String> {
-    braid::priority_sim::parse_priority_schedule(s).map(PrioritySchedule).map_err(|e| e.to_string())
+    braid_lab::harness::priority_sim::parse_priority_schedule(s).map(PrioritySchedule).map_err(|e| e.to_string())
 }
 
 impl SendArgs {

@@ -12,7 +12,7 @@
 //! messages of `message_size` bytes. Header bytes are not counted.
 //!
 //! ```
-//! use braid::sim_transfer::{run, SimTransferConfig};
+//! use braid_lab::harness::sim_transfer::{run, SimTransferConfig};
 //! let cfg = SimTransferConfig {
 //!     link: "rtt=20ms,rate=50mbit,loss=1%".parse().unwrap(),
 //!     bytes: 200_000,

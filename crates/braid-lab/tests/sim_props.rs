@@ -36,7 +36,7 @@
 
 use std::time::Duration;
 
-use braid::sim_transfer::{run, SimTransferConfig};
+use braid_lab::harness::sim_transfer::{run, SimTransferConfig};
 use braid_link::{Direction, LinkSpec, ResolvedQueue};
 use braid_proto::CcAlgorithm;
 use proptest::prelude::*;

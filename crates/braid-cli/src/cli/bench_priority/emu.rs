@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use braid::priority_sim::{
+use braid_lab::harness::priority_sim::{
     self, bin_edges, FlowCounters, Measurements, ScenarioConfig, ScenarioReport, Snapshot, SwitchRecord,
 };
 use braid::CcAlgorithm;

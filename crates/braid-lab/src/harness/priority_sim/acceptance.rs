@@ -231,7 +231,7 @@ pub fn checks(reports: &[ScenarioReport], ledbat_target_ms: f64) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::priority_sim::{run, scenarios, ScenarioOptions};
+    use crate::harness::priority_sim::{run, scenarios, ScenarioOptions};
 
     fn names(c: &[Check]) -> Vec<&str> {
         c.iter().map(|c| c.name.as_str()).collect()

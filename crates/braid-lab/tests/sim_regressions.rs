@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use braid::sim_transfer::{run, SimTransferConfig, SimTransferReport};
+use braid_lab::harness::sim_transfer::{run, SimTransferConfig, SimTransferReport};
 use braid_proto::CcAlgorithm;
 
 fn transfer(

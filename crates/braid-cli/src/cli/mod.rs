@@ -8,7 +8,6 @@ mod bench_multipath;
 mod bench_priority;
 mod demo;
 mod emu;
-pub mod plot;
 mod progmp;
 mod progress;
 mod send;

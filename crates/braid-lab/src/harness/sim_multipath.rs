@@ -18,7 +18,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use braid::sim_multipath::{run, Scenario, Step};
+//! use braid_lab::harness::sim_multipath::{run, Scenario, Step};
 //!
 //! let mut s = Scenario::new("redundant", &["rtt=20ms,rate=10mbit", "rtt=50ms,rate=10mbit"]).unwrap();
 //! s.write_at(Duration::from_millis(500), 1000, 0);
