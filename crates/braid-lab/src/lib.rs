@@ -20,13 +20,16 @@
 //! which knows nothing of the lab.
 
 pub mod analysis;
+pub mod figures;
 pub mod harness;
+pub mod oneoff;
 pub mod param;
 pub mod plan;
 pub mod plot;
 pub mod record;
 pub mod runner;
 pub mod search;
+pub mod session;
 pub mod store;
 pub mod study;
 pub mod template;

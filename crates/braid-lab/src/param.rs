@@ -124,7 +124,7 @@ impl ParamType {
             ParamType::Enum { values } => format!("one of {}", values.join(", ")),
             ParamType::Size => "a size, e.g. 4096, 64KiB, 100MB, 1GiB".into(),
             ParamType::Duration => "a duration, e.g. 250ms, 30s, 2min".into(),
-            ParamType::Link => "a link spec, e.g. rtt=20ms,rate=100mbit,queue=64kb,loss=1%".into(),
+            ParamType::Link => "a link spec, e.g. rtt=20ms,rate=100mbit,queue=64kb,loss=1% (or empty)".into(),
             ParamType::Trace => "the path of an existing trace file".into(),
         }
     }
@@ -177,6 +177,9 @@ impl ParamType {
             }
             ParamType::Size => t.parse::<braid::size::ByteSize>().map(|b| Value::Size(b.0)).map_err(|e| bad(e.why)),
             ParamType::Duration => parse_duration(t).map(Value::Duration).ok_or_else(|| bad("not a duration")),
+            // Empty: "no link" (a template's default meaning loopback, or
+            // the scenario's own link); kept as is so it round-trips.
+            ParamType::Link if t.is_empty() => Ok(Value::Link(String::new())),
             ParamType::Link => {
                 let spec: braid_link::LinkSpec = t.parse().map_err(|e: braid_link::SpecError| bad(&e.to_string()))?;
                 Ok(Value::Link(spec.to_string()))

@@ -5,6 +5,7 @@
 //! {"metric":"goodput_mbps","value":93.1}
 //! {"series":"cwnd","t":1.25,"value":40}
 //! {"warn":"queue never filled"}
+//! {"artifact":"report","json":{"phases":[]}}
 //! ```
 //!
 //! Built-in templates write it through a [`Recorder`], command templates
@@ -66,6 +67,16 @@ pub enum Record {
         /// The message.
         warn: String,
     },
+    /// A structured document the experiment produced (a bench's full
+    /// report): `{"artifact": NAME, "json": {...}}`. Stored as is; analysis
+    /// works on metrics and series, commands that print a template's own
+    /// report read the artifact back.
+    Artifact {
+        /// Artifact name (`report`).
+        artifact: String,
+        /// Its content.
+        json: serde_json::Value,
+    },
 }
 
 /// Writes records as JSON lines, buffered. Values that JSON cannot carry
@@ -121,6 +132,11 @@ impl Recorder {
         self.push(Record::Warn { warn: message.to_string() });
     }
 
+    /// A structured document (see [`Record::Artifact`]).
+    pub fn artifact(&mut self, name: &str, json: serde_json::Value) {
+        self.push(Record::Artifact { artifact: name.to_string(), json });
+    }
+
     /// Any record.
     pub fn push(&mut self, record: Record) {
         match &mut self.out {
@@ -174,7 +190,7 @@ fn parse_line(number: usize, line: &str) -> Record {
         Err(_) => Record::Warn {
             warn: format!(
                 "records line {number} is not a record (expected {{\"metric\":..,\"value\":..}}, \
-                 {{\"series\":..,\"t\":..,\"value\":..}} or {{\"warn\":..}}): {}",
+                 {{\"series\":..,\"t\":..,\"value\":..}}, {{\"warn\":..}} or {{\"artifact\":..,\"json\":..}}): {}",
                 clip(line)
             ),
         },

@@ -1,32 +1,33 @@
 //! `braid bench multipath`: Braid multipath with ProgMP schedulers against
-//! kernel MPTCP over two (or more) emulated paths, in the same run.
+//! kernel MPTCP over two (or more) emulated paths.
 //!
-//! Part one, goodput: one bulk Braid connection over every path with the
-//! chosen `--scheduler` (default min-RTT), one kernel MPTCP connection
-//! (the emulator configures the subflow endpoints), and single-path kernel
-//! TCP on path 0 for reference, each counted at the receiver after a
-//! warm-up. Part two, flow-completion time: `--flows` request/response
+//! The measurement is the lab's `multipath` template
+//! (`braid_lab::template::builtin::multipath`); this command is a small
+//! study over it. Part one, goodput (one experiment): one bulk Braid
+//! connection over every `--path` with the chosen `--scheduler` (default
+//! min-RTT), one kernel MPTCP connection, and single-path kernel TCP on
+//! path 0 for reference, each counted at the receiver after a warm-up.
+//! Part two, flow-completion time (one experiment per scheduler of
+//! `--schedulers`, each on its own testbed): `--flows` request/response
 //! flows (small request, `--fct` bytes of response) on one Braid
-//! connection per scheduler of `--schedulers`, over the `--fct-path`
-//! links (lossy by default), with p50/p90/p99. For every run, bytes on the
-//! wire (IP packets offered to the emulated links, both directions) over
-//! application bytes delivered.
-
-mod braid_runs;
-mod kernel;
+//! connection, over the `--fct-path` links (by default the `--path` links
+//! with `loss=2%` each), with p50/p90/p99. For every run, bytes on the wire
+//! (IP packets offered to the emulated links, both directions) over
+//! application bytes delivered. The i-th experiment's seed (the links'
+//! random choices) is `--seed` + i.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use braid::progmp::Program;
 use braid::LinkSpec;
-use braid_emu::{Stats, Testbed};
+use braid_lab::oneoff::{run_experiments_with_progress, OneOffOptions, OneOffResult};
+use braid_lab::param::Value;
+use braid_lab::template::builtin::multipath::report::{BenchSettings, MultipathReport, MultipathRun};
+use braid_lab::template::builtin::multipath::{default_datagram, scheduler, Multipath, DEFAULT_PATHS, PATH_SEPARATOR};
 use clap::Args;
-use serde::Serialize;
 
-use super::send::load_scheduler;
-use super::{emit, parse_link, parse_secs, parse_size, table, Outcome};
+use super::{emit, parse_link, parse_secs, parse_size, Outcome};
 use braid::size::ByteSize;
 
 #[derive(Debug, Args)]
@@ -84,112 +85,22 @@ fn parse_gap(s: &str) -> Result<Duration, String> {
     }
 }
 
-const DEFAULT_PATHS: [&str; 2] = ["rate=50mbit,rtt=20ms", "rate=50mbit,rtt=40ms"];
-
-/// One goodput variant.
-#[derive(Debug, Serialize)]
-struct GoodputRow {
-    /// `braid:<scheduler>`, `mptcp` or `tcp`.
-    variant: String,
-    mbps: f64,
-    /// Application bytes delivered during the whole run (warm-up included).
-    bytes_delivered: u64,
-    /// IP bytes offered to the emulated links, both directions.
-    wire_bytes: u64,
-    wire_per_delivered: f64,
-    /// Only for Braid: stream bytes each path carried.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_bytes_by_path: Option<Vec<u64>>,
-    /// Only for MPTCP: whether the connection really ran MPTCP.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mptcp_active: Option<bool>,
-    /// The run delivered data.
-    ok: bool,
-}
-
-/// One scheduler's flow-completion times.
-#[derive(Debug, Serialize)]
-struct FctRow {
+/// What the flags ask for, checked and with the defaults filled in.
+#[derive(Debug)]
+struct Plan {
+    paths: Vec<LinkSpec>,
+    fct_paths: Vec<LinkSpec>,
+    /// The goodput scheduler's name.
     scheduler: String,
-    flows: usize,
-    p50_ms: f64,
-    p90_ms: f64,
-    p99_ms: f64,
-    mean_ms: f64,
-    max_ms: f64,
-    bytes_delivered: u64,
-    wire_bytes: u64,
-    wire_per_delivered: f64,
-    /// Every flow completed with a response of the right size.
-    ok: bool,
-}
-
-#[derive(Debug, Serialize)]
-struct Report {
-    paths: Vec<String>,
-    scheduler: String,
-    /// Braid's largest UDP payload in these runs.
-    max_datagram_size: u16,
-    goodput: Vec<GoodputRow>,
-    fct_paths: Vec<String>,
+    /// The FCT schedulers as given (names or files) and their names.
+    fct_schedulers: Vec<(String, String)>,
     fct_bytes: u64,
-    fct: Vec<FctRow>,
-    /// Braid aggregate over kernel MPTCP (goodput part).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    braid_over_mptcp: Option<f64>,
-    /// 1 - p90(second scheduler) / p90(first scheduler) (FCT part, with at
-    /// least two schedulers).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    p90_reduction: Option<f64>,
-    ok: bool,
+    datagram: u16,
 }
 
-fn wire_bytes(before: &Stats, after: &Stats) -> u64 {
-    let sum = |s: &Stats| s.paths.iter().map(|p| p.a2b.bytes_offered + p.b2a.bytes_offered).sum::<u64>();
-    sum(after).saturating_sub(sum(before))
-}
-
-fn ratio(wire: u64, delivered: u64) -> f64 {
-    if delivered == 0 {
-        0.0
-    } else {
-        wire as f64 / delivered as f64
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// A testbed name unique to this process (1-8 characters).
-fn testbed_name(part: &str) -> String {
-    format!("{part}{}", std::process::id() % 1_000_000)
-}
-
-fn build(part: &str, specs: &[LinkSpec], seed: u64) -> anyhow::Result<Testbed> {
-    let mut b = Testbed::builder().name(&testbed_name(part)).seed(seed);
-    for s in specs {
-        b = b.link(s.clone());
-    }
-    b.build().context("building the testbed (needs root, /dev/net/tun and iproute2)")
-}
-
-fn progress(steps: u64, hidden: bool) -> indicatif::ProgressBar {
-    let target = if hidden { indicatif::ProgressDrawTarget::hidden() } else { indicatif::ProgressDrawTarget::stderr() };
-    let bar = indicatif::ProgressBar::with_draw_target(Some(steps), target);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{prefix:>12.bold} [{bar:30.cyan/blue}] {pos}/{len} {msg}")
-            .expect("static template")
-            .progress_chars("=> "),
-    );
-    bar.set_prefix("multipath");
-    bar
-}
-
-pub async fn run(args: BenchMultipathArgs) -> anyhow::Result<Outcome> {
-    braid_emu::check_capabilities().context("`braid bench multipath` needs the emulator")?;
+fn plan(args: &BenchMultipathArgs) -> anyhow::Result<Plan> {
     let paths: Vec<LinkSpec> = if args.paths.is_empty() {
-        DEFAULT_PATHS.iter().map(|s| s.parse().expect("default specs are valid")).collect()
+        DEFAULT_PATHS.iter().map(|s| s.parse().map_err(|e| anyhow::anyhow!("{s}: {e}"))).collect::<anyhow::Result<_>>()?
     } else {
         args.paths.clone()
     };
@@ -203,60 +114,119 @@ pub async fn run(args: BenchMultipathArgs) -> anyhow::Result<Outcome> {
         args.fct_paths.clone()
     };
     anyhow::ensure!(fct_paths.len() >= 2, "--fct-path: give at least two paths (or none for the default)");
-    let (scheduler_name, scheduler) = load_scheduler(&args.scheduler)?;
-    let fct_schedulers: Vec<(String, Arc<Program>)> = if args.no_fct {
+    let (scheduler, _) = scheduler::load(&args.scheduler).map_err(|e| anyhow::anyhow!("--scheduler: {e}"))?;
+    let fct_schedulers = if args.no_fct {
         Vec::new()
     } else {
-        args.schedulers.iter().map(|s| load_scheduler(s.trim())).collect::<anyhow::Result<_>>()?
+        args.schedulers
+            .iter()
+            .map(|s| {
+                let (name, _) = scheduler::load(s.trim()).map_err(|e| anyhow::anyhow!("--schedulers: {e}"))?;
+                Ok((s.trim().to_string(), name))
+            })
+            .collect::<anyhow::Result<_>>()?
     };
-    let fct_bytes = usize::try_from(args.fct.0).ok().filter(|&n| (1..=(64 << 20)).contains(&n)).ok_or_else(|| {
-        anyhow::anyhow!("--fct {}: expected a response size from 1 byte to 64 MiB, e.g. 10KB", args.fct.0)
-    })?;
-    let datagram = args.mtu.unwrap_or_else(|| {
-        let mtu = paths.iter().chain(&fct_paths).map(braid_emu::iface_mtu).min().unwrap_or(1500);
-        u16::try_from(mtu.saturating_sub(28)).unwrap_or(u16::MAX).max(1200)
-    });
-    let steps = if args.no_goodput { 0 } else { 3 } + fct_schedulers.len() as u64;
-    let bar = progress(steps, args.json);
-    let (warmup, secs, seed) = (args.warmup, args.secs, args.seed);
-    let flows = args.flows as usize;
-    let gap = args.gap;
-    let no_goodput = args.no_goodput;
-    let (paths_c, fct_paths_c, name_c) = (paths.clone(), fct_paths.clone(), scheduler_name.clone());
-    let bar_c = bar.clone();
-    // The testbeds and the runs block (threads in namespaces): off the runtime.
-    let (goodput, fct) = tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<GoodputRow>, Vec<FctRow>)> {
-        let mut goodput = Vec::new();
-        if !no_goodput {
-            goodput = goodput_part(&paths_c, seed, &name_c, scheduler, datagram, warmup, secs, &bar_c)?;
-        }
-        let mut fct = Vec::new();
-        if !fct_schedulers.is_empty() {
-            fct = fct_part(&fct_paths_c, seed, &fct_schedulers, datagram, fct_bytes, flows, gap, &bar_c)?;
-        }
-        Ok((goodput, fct))
-    })
-    .await
-    .context("benchmark thread")??;
-    bar.finish_and_clear();
+    anyhow::ensure!(
+        (1..=(64 << 20)).contains(&args.fct.0),
+        "--fct {}: expected a response size from 1 byte to 64 MiB, e.g. 10KB",
+        args.fct.0
+    );
+    let datagram = args.mtu.unwrap_or_else(|| default_datagram(paths.iter().chain(&fct_paths)));
+    Ok(Plan { paths, fct_paths, scheduler, fct_schedulers, fct_bytes: args.fct.0, datagram })
+}
 
-    let braid_mbps = goodput.iter().find(|r| r.variant.starts_with("braid")).map(|r| r.mbps);
-    let mptcp_mbps = goodput.iter().find(|r| r.variant == "mptcp").map(|r| r.mbps);
-    let braid_over_mptcp = braid_mbps.zip(mptcp_mbps).filter(|(_, m)| *m > 0.0).map(|(b, m)| b / m);
-    let p90_reduction = (fct.len() >= 2 && fct[0].p90_ms > 0.0).then(|| 1.0 - fct[1].p90_ms / fct[0].p90_ms);
-    let ok = goodput.iter().all(|r| r.ok) && fct.iter().all(|r| r.ok);
-    let report = Report {
-        paths: paths.iter().map(|p| p.to_string()).collect(),
-        scheduler: scheduler_name,
-        max_datagram_size: datagram,
-        goodput,
-        fct_paths: fct_paths.iter().map(|p| p.to_string()).collect(),
-        fct_bytes: fct_bytes as u64,
-        fct,
-        braid_over_mptcp,
-        p90_reduction,
-        ok,
+/// One experiment's parameter values.
+type Experiment = Vec<(String, Value)>;
+
+/// `path1`, `path2` and `more_paths` for `paths` (at least two).
+fn path_params(paths: &[LinkSpec]) -> Experiment {
+    let mut e = Vec::new();
+    for (i, p) in paths.iter().take(2).enumerate() {
+        e.push((format!("path{}", i + 1), Value::Link(p.to_string())));
+    }
+    let more: Vec<String> = paths.iter().skip(2).map(LinkSpec::to_string).collect();
+    e.push(("more_paths".into(), Value::String(more.join(&PATH_SEPARATOR.to_string()))));
+    e
+}
+
+/// The goodput experiment (unless `--no-goodput`), then one FCT
+/// experiment per scheduler.
+fn experiments(args: &BenchMultipathArgs, plan: &Plan) -> Vec<Experiment> {
+    let datagram = ("max_datagram_size".to_string(), Value::Int(i64::from(plan.datagram)));
+    let mut out = Vec::new();
+    if !args.no_goodput {
+        let mut e: Experiment = vec![
+            ("part".into(), Value::Enum("goodput".into())),
+            ("scheduler".into(), Value::String(args.scheduler.clone())),
+            ("secs".into(), Value::Duration(args.secs)),
+            ("warmup".into(), Value::Duration(args.warmup)),
+            datagram.clone(),
+        ];
+        e.extend(path_params(&plan.paths));
+        out.push(e);
+    }
+    for (given, _) in &plan.fct_schedulers {
+        let mut e: Experiment = vec![
+            ("part".into(), Value::Enum("fct".into())),
+            ("scheduler".into(), Value::String(given.clone())),
+            ("fct_bytes".into(), Value::Size(plan.fct_bytes)),
+            ("flows".into(), Value::Int(i64::from(args.flows))),
+            ("gap".into(), Value::Duration(args.gap)),
+            datagram.clone(),
+        ];
+        e.extend(path_params(&plan.fct_paths));
+        out.push(e);
+    }
+    out
+}
+
+/// Longest one experiment may take: the goodput part's three runs, or the
+/// FCT flows, each with the runs' own slack, and the set-up.
+fn experiment_timeout(args: &BenchMultipathArgs) -> Duration {
+    let goodput = (args.warmup + args.secs + Duration::from_secs(45)) * 3;
+    let fct = (args.gap + Duration::from_secs(1)) * args.flows + Duration::from_secs(45);
+    goodput.max(fct) + Duration::from_secs(30)
+}
+
+fn report_of(r: &OneOffResult, what: &str) -> anyhow::Result<MultipathRun> {
+    if let Some(e) = &r.error {
+        anyhow::bail!("{what}: {e}");
+    }
+    let json = r.artifact("report").with_context(|| format!("{what}: no report"))?;
+    serde_json::from_value(json.clone()).context("reading the multipath template's report")
+}
+
+pub async fn run(args: BenchMultipathArgs) -> anyhow::Result<Outcome> {
+    braid_emu::check_capabilities().context("`braid bench multipath` needs the emulator")?;
+    let plan = plan(&args)?;
+    let experiments = experiments(&args, &plan);
+    let options = OneOffOptions { seed: args.seed, timeout: Some(experiment_timeout(&args)) };
+    // The testbeds and the runs block (threads in namespaces): off the runtime.
+    let results = {
+        let show_progress = !args.json;
+        tokio::task::spawn_blocking(move || run_experiments_with_progress(Arc::new(Multipath), experiments, &options, show_progress))
+    }
+        .await
+        .context("benchmark thread")??;
+    let mut results = results.iter();
+    let goodput = if args.no_goodput {
+        None
+    } else {
+        Some(report_of(results.next().context("no goodput experiment ran")?, "goodput")?)
     };
+    let fct = plan
+        .fct_schedulers
+        .iter()
+        .map(|(_, name)| report_of(results.next().context("an FCT experiment did not run")?, &format!("FCT run of {name}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let settings = BenchSettings {
+        paths: plan.paths.iter().map(LinkSpec::to_string).collect(),
+        scheduler: plan.scheduler.clone(),
+        max_datagram_size: plan.datagram,
+        fct_paths: plan.fct_paths.iter().map(LinkSpec::to_string).collect(),
+        fct_bytes: plan.fct_bytes,
+    };
+    let report = MultipathReport::new(&settings, goodput.as_ref(), &fct);
     if args.json {
         emit(&serde_json::to_string(&report)?);
     } else {
@@ -265,126 +235,16 @@ pub async fn run(args: BenchMultipathArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::from_ok(report.ok))
 }
 
-fn goodput_part(
-    paths: &[LinkSpec],
-    seed: u64,
-    name: &str,
-    scheduler: Arc<Program>,
-    datagram: u16,
-    warmup: Duration,
-    secs: Duration,
-    bar: &indicatif::ProgressBar,
-) -> anyhow::Result<Vec<GoodputRow>> {
-    let tb = build("mpg", paths, seed)?;
-    let mut rows = Vec::new();
-
-    bar.set_message(format!("braid {name}"));
-    let before = tb.stats()?;
-    let b = braid_runs::bulk(&tb, scheduler, datagram, warmup, secs).context("Braid goodput run")?;
-    let wire = wire_bytes(&before, &tb.stats()?);
-    rows.push(GoodputRow {
-        variant: format!("braid:{name}"),
-        mbps: b.bps / 1e6,
-        bytes_delivered: b.delivered,
-        wire_bytes: wire,
-        wire_per_delivered: ratio(wire, b.delivered),
-        stream_bytes_by_path: Some(b.stream_bytes_by_path),
-        mptcp_active: None,
-        ok: b.delivered > 0,
-    });
-    bar.inc(1);
-
-    bar.set_message("kernel MPTCP");
-    let before = tb.stats()?;
-    let m = kernel::goodput(&tb, kernel::Kernel::Mptcp, warmup, secs).context("kernel MPTCP run")?;
-    let wire = wire_bytes(&before, &tb.stats()?);
-    rows.push(GoodputRow {
-        variant: "mptcp".into(),
-        mbps: m.bps / 1e6,
-        bytes_delivered: m.delivered,
-        wire_bytes: wire,
-        wire_per_delivered: ratio(wire, m.delivered),
-        stream_bytes_by_path: None,
-        mptcp_active: Some(m.mptcp),
-        ok: m.delivered > 0,
-    });
-    bar.inc(1);
-
-    bar.set_message("kernel TCP, path 0");
-    let before = tb.stats()?;
-    let t = kernel::goodput(&tb, kernel::Kernel::Tcp, warmup, secs).context("kernel TCP run")?;
-    let wire = wire_bytes(&before, &tb.stats()?);
-    rows.push(GoodputRow {
-        variant: "tcp".into(),
-        mbps: t.bps / 1e6,
-        bytes_delivered: t.delivered,
-        wire_bytes: wire,
-        wire_per_delivered: ratio(wire, t.delivered),
-        stream_bytes_by_path: None,
-        mptcp_active: None,
-        ok: t.delivered > 0,
-    });
-    bar.inc(1);
-    Ok(rows)
+/// A lab table in the CLI's layout (numbers right-aligned).
+fn render(t: &braid_lab::analysis::table::Table) -> String {
+    let header: Vec<&str> = t.columns.iter().map(String::as_str).collect();
+    super::table::render(&header, &t.rows)
 }
 
-fn fct_part(
-    paths: &[LinkSpec],
-    seed: u64,
-    schedulers: &[(String, Arc<Program>)],
-    datagram: u16,
-    response: usize,
-    flows: usize,
-    gap: Duration,
-    bar: &indicatif::ProgressBar,
-) -> anyhow::Result<Vec<FctRow>> {
-    let tb = build("mpf", paths, seed)?;
-    let mut rows = Vec::new();
-    for (name, program) in schedulers {
-        bar.set_message(format!("FCT {name}"));
-        let before = tb.stats()?;
-        let r = braid_runs::fct(&tb, program.clone(), datagram, response, flows, gap).with_context(|| format!("FCT run of {name}"))?;
-        let wire = wire_bytes(&before, &tb.stats()?);
-        let q = |x: f64| ms(braid_emu::bench::quantile(&r.fcts, x));
-        let mean = r.fcts.iter().map(|d| ms(*d)).sum::<f64>() / r.fcts.len().max(1) as f64;
-        rows.push(FctRow {
-            scheduler: name.clone(),
-            flows: r.fcts.len(),
-            p50_ms: q(0.5),
-            p90_ms: q(0.9),
-            p99_ms: q(0.99),
-            mean_ms: mean,
-            max_ms: q(1.0),
-            bytes_delivered: r.delivered,
-            wire_bytes: wire,
-            wire_per_delivered: ratio(wire, r.delivered),
-            ok: r.fcts.len() == flows,
-        });
-        bar.inc(1);
-    }
-    Ok(rows)
-}
-
-fn print_text(r: &Report) {
+fn print_text(r: &MultipathReport) {
     if !r.goodput.is_empty() {
         emit(&format!("goodput over {}", r.paths.join(" + ")));
-        let rows: Vec<Vec<String>> = r
-            .goodput
-            .iter()
-            .map(|g| {
-                vec![
-                    g.variant.clone(),
-                    format!("{:.1}", g.mbps),
-                    format!("{:.3}", g.wire_per_delivered),
-                    g.stream_bytes_by_path
-                        .as_ref()
-                        .map(|v| v.iter().map(|b| format!("{:.1}", *b as f64 / 1e6)).collect::<Vec<_>>().join(" / "))
-                        .or_else(|| g.mptcp_active.map(|m| if m { "mptcp".into() } else { "fell back to tcp".into() }))
-                        .unwrap_or_default(),
-                ]
-            })
-            .collect();
-        emit(&table::render(&["variant", "Mbit/s", "wire/delivered", "MB per path"], &rows));
+        emit(&render(&r.goodput_table()));
         if let Some(x) = r.braid_over_mptcp {
             emit(&format!("braid / mptcp: {x:.3}"));
         }
@@ -392,24 +252,83 @@ fn print_text(r: &Report) {
     }
     if !r.fct.is_empty() {
         emit(&format!("request/response flows ({} bytes) over {}", r.fct_bytes, r.fct_paths.join(" + ")));
-        let rows: Vec<Vec<String>> = r
-            .fct
-            .iter()
-            .map(|f| {
-                vec![
-                    f.scheduler.clone(),
-                    f.flows.to_string(),
-                    format!("{:.1}", f.p50_ms),
-                    format!("{:.1}", f.p90_ms),
-                    format!("{:.1}", f.p99_ms),
-                    format!("{:.1}", f.mean_ms),
-                    format!("{:.3}", f.wire_per_delivered),
-                ]
-            })
-            .collect();
-        emit(&table::render(&["scheduler", "flows", "p50 ms", "p90 ms", "p99 ms", "mean ms", "wire/delivered"], &rows));
+        emit(&render(&r.fct_table()));
         if let Some(x) = r.p90_reduction {
             emit(&format!("p90 reduction, {} vs {}: {:.1}%", r.fct[1].scheduler, r.fct[0].scheduler, x * 100.0));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchMultipathArgs,
+    }
+
+    fn args(argv: &[&str]) -> BenchMultipathArgs {
+        Cli::try_parse_from(std::iter::once("multipath").chain(argv.iter().copied())).unwrap().args
+    }
+
+    fn value<'a>(e: &'a Experiment, name: &str) -> Option<&'a Value> {
+        e.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    #[test]
+    fn defaults_give_one_goodput_and_one_fct_experiment_per_scheduler() {
+        let a = args(&[]);
+        let p = plan(&a).unwrap();
+        assert_eq!(p.datagram, 1472);
+        assert_eq!(p.scheduler, "min_rtt");
+        let e = experiments(&a, &p);
+        assert_eq!(e.len(), 3);
+        let parts: Vec<_> = e.iter().map(|x| value(x, "part").unwrap().to_text()).collect();
+        assert_eq!(parts, ["goodput", "fct", "fct"]);
+        assert_eq!(value(&e[0], "path1").unwrap().to_text(), "rtt=20ms,rate=50mbit");
+        assert_eq!(value(&e[1], "path2").unwrap().to_text(), "rtt=40ms,rate=50mbit,loss=2%");
+        assert_eq!(value(&e[2], "scheduler"), Some(&Value::String("redundant".into())));
+        assert_eq!(value(&e[1], "max_datagram_size"), Some(&Value::Int(1472)));
+    }
+
+    #[test]
+    fn flags_become_template_parameters() {
+        let a = args(&[
+            "--path", "rate=10mbit,rtt=5ms", "--path", "rate=10mbit,rtt=6ms", "--path", "rate=10mbit,rtt=7ms",
+            "--no-goodput", "--schedulers", "minRTT,round-robin", "--flows", "20", "--gap", "0", "--mtu", "1300",
+        ]);
+        let p = plan(&a).unwrap();
+        assert_eq!(p.fct_schedulers, [("minRTT".to_string(), "min_rtt".to_string()), ("round-robin".into(), "round_robin".into())]);
+        let e = experiments(&a, &p);
+        assert_eq!(e.len(), 2);
+        assert_eq!(value(&e[0], "more_paths").unwrap().to_text(), "rtt=7ms,rate=10mbit,loss=2%");
+        assert_eq!(value(&e[0], "flows"), Some(&Value::Int(20)));
+        assert_eq!(value(&e[0], "gap"), Some(&Value::Duration(Duration::ZERO)));
+        assert_eq!(value(&e[1], "max_datagram_size"), Some(&Value::Int(1300)));
+    }
+
+    #[test]
+    fn bad_flags_fail_before_anything_runs() {
+        assert!(plan(&args(&["--path", "rtt=5ms"])).unwrap_err().to_string().contains("at least two"));
+        assert!(plan(&args(&["--scheduler", "fastest"])).unwrap_err().to_string().contains("not a shipped scheduler"));
+        assert!(plan(&args(&["--schedulers", "min_rtt,nope"])).unwrap_err().to_string().contains("--schedulers"));
+        assert!(plan(&args(&["--fct", "0"])).unwrap_err().to_string().contains("1 byte to 64 MiB"));
+    }
+
+    #[test]
+    fn every_experiment_is_one_the_template_accepts() {
+        use braid_lab::template::Template;
+        let a = args(&["--path", "rate=10mbit,rtt=5ms", "--path", "rate=10mbit,rtt=6ms", "--path", "rtt=7ms"]);
+        let decls = Multipath.params();
+        for e in experiments(&a, &plan(&a).unwrap()) {
+            for (name, v) in &e {
+                let d = decls.iter().find(|d| &d.name == name).unwrap_or_else(|| panic!("undeclared {name}"));
+                assert_eq!(d.ty.parse_text(&v.to_text()).as_ref(), Ok(v), "{name}");
+            }
+        }
+        assert!(experiment_timeout(&a) >= Duration::from_secs(3 * 11));
     }
 }

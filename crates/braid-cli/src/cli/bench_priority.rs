@@ -3,25 +3,28 @@
 //! LEDBAT/MulTCP flows (the `priority` controller, changed on the live
 //! connections) against kernel TCP (CUBIC) on one bottleneck. The scenario
 //! definitions and the report are the simulator's (`braid_lab::harness::priority_sim`);
-//! only the runner differs (`bench_priority/emu.rs`).
+//! the measurement is the lab's `priority` template
+//! (`braid_lab::template::builtin::priority`): this command turns its flags
+//! into one experiment per scenario run and prints what they recorded.
 //!
 //! Prints a table per run and the acceptance checks of issue 5, or one JSON
 //! object with `--json` (`scenario`, `reports` as `braid sim priority`
 //! prints them, `checks`); `--plot FILE.svg` draws each flow's throughput
 //! over time with the priority switches marked.
 
-mod emu;
-
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use braid_lab::harness::priority_sim::{self, ScenarioConfig, ScenarioOptions, ScenarioReport};
 use braid::{CcAlgorithm, LinkSpec};
-use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
+use braid_lab::harness::priority_sim::{self, ScenarioReport};
+use braid_lab::oneoff::{run_experiments_with_progress, OneOffOptions};
+use braid_lab::param::Value;
 use braid_lab::plot::chart::{write_line_chart, LineChart, Series};
+use braid_lab::template::builtin::priority::{self, Priority};
+use clap::{Args, ValueEnum};
+
 use super::{emit, parse_cc, parse_link, parse_secs, Outcome};
 
 /// The p = 0 controller.
@@ -32,6 +35,16 @@ enum Ledbat {
     /// LEDBAT++ (target 60 ms, dynamic gain, periodic slowdowns).
     #[value(name = "ledbat++")]
     PlusPlus,
+}
+
+impl Ledbat {
+    /// The template's name for it.
+    fn name(self) -> &'static str {
+        match self {
+            Ledbat::Ledbat => "ledbat",
+            Ledbat::PlusPlus => "ledbat++",
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -81,37 +94,43 @@ pub struct BenchPriorityArgs {
     json: bool,
 }
 
-/// Shortest default bin of the throughput series.
-const MIN_BIN: Duration = Duration::from_millis(250);
-
-/// The paper's length of one run of `scenario`, seconds.
-fn paper_duration(scenario: &str) -> Option<f64> {
-    Some(match scenario {
-        "polite" => 120.0,
-        "latecomer" => 150.0,
-        "multcp" => 200.0,
-        "switch" => 480.0,
-        "five" => 340.0,
-        _ => return None,
-    })
-}
-
-fn options(args: &BenchPriorityArgs) -> anyhow::Result<ScenarioOptions> {
+/// The experiments `args` stand for, one per scenario run, in the order
+/// of today's report list: `latecomer` is the multiplicative decrease then
+/// the additive baseline, `multcp` one MulTCP(N) flow against TCP for each
+/// N, then two MulTCP(N) flows for each N.
+fn experiments(args: &BenchPriorityArgs) -> anyhow::Result<Vec<Vec<(String, Value)>>> {
     let expected = "expected polite, latecomer, multcp, switch or five";
-    let paper = paper_duration(&args.scenario).ok_or_else(|| anyhow::anyhow!("--scenario `{}`: {expected}", args.scenario))?;
-    let scale = match args.duration {
-        Some(d) => d.as_secs_f64() / paper,
-        None => args.scale,
+    let scenario = |name: &str| ("scenario".to_string(), Value::Enum(name.into()));
+    let runs: Vec<Vec<(String, Value)>> = match args.scenario.as_str() {
+        "polite" | "switch" | "five" => vec![vec![scenario(&args.scenario)]],
+        "latecomer" => vec![
+            vec![scenario("latecomer")],
+            vec![scenario("latecomer"), ("decrease".into(), Value::Enum("additive".into()))],
+        ],
+        "multcp" => [false, true]
+            .into_iter()
+            .flat_map(|pair| {
+                args.n.iter().map(move |&n| {
+                    vec![scenario("multcp"), ("n".into(), Value::Float(n)), ("multcp_pair".into(), Value::Bool(pair))]
+                })
+            })
+            .collect(),
+        other => anyhow::bail!("--scenario `{other}`: {expected}"),
     };
-    if !(scale.is_finite() && scale > 0.0 && scale <= 100.0) {
-        anyhow::bail!("--scale/--duration: the time scale {scale} is out of range: expected a scale in (0, 100], e.g. --scale 0.25 or --duration 60");
+    if args.duration.is_none() && !(args.scale.is_finite() && args.scale > 0.0 && args.scale <= 100.0) {
+        anyhow::bail!(
+            "--scale: the time scale {} is out of range: expected a scale in (0, 100], e.g. --scale 0.25 or --duration 60",
+            args.scale
+        );
     }
     if let Some(bad) = args.n.iter().find(|n| !(n.is_finite() && **n > 0.0 && **n <= 100.0)) {
         anyhow::bail!("--n: {bad} is out of range: expected numbers in (0, 100], e.g. 1,2,3,4");
     }
-    if args.tcp == CcAlgorithm::Priority {
-        anyhow::bail!("--tcp: the competing flows are kernel TCP: expected cubic or newreno");
-    }
+    let tcp = match args.tcp {
+        CcAlgorithm::Cubic => "cubic",
+        CcAlgorithm::NewReno => "newreno",
+        _ => anyhow::bail!("--tcp: the competing flows are kernel TCP: expected cubic or newreno"),
+    };
     if let Some(p) = &args.plot {
         anyhow::ensure!(
             p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")),
@@ -119,34 +138,53 @@ fn options(args: &BenchPriorityArgs) -> anyhow::Result<ScenarioOptions> {
             p.display()
         );
     }
-    let mut dtl_params = match args.ledbat {
-        Ledbat::Ledbat => Vec::new(),
-        Ledbat::PlusPlus => vec![("variant".to_string(), 1.0)],
-    };
-    dtl_params.extend(args.params.iter().cloned());
-    Ok(ScenarioOptions { link: args.link.clone(), scale, tcp: args.tcp, ns: args.n.clone(), dtl_params, seed: 1 })
+    let mut common: Vec<(String, Value)> = vec![
+        ("tcp".into(), Value::Enum(tcp.into())),
+        ("ledbat".into(), Value::Enum(args.ledbat.name().into())),
+        ("params".into(), Value::String(priority::format_cc_params(&args.params))),
+    ];
+    match args.duration {
+        Some(d) => common.push(("duration".into(), Value::Duration(d))),
+        None => common.push(("scale".into(), Value::Float(args.scale))),
+    }
+    if let Some(bin) = args.bin {
+        common.push(("bin".into(), Value::Duration(bin)));
+    }
+    if let Some(link) = &args.link {
+        common.push(("link".into(), Value::Link(link.to_string())));
+    }
+    let mut all = Vec::new();
+    for mut values in runs {
+        values.extend(common.iter().cloned());
+        // A bad --param or --link fails now, not after the runs before it.
+        let params = priority::with_defaults(&values)?;
+        priority::scenario_config(&params, 1).map_err(|e| anyhow::anyhow!("--param/--link/--duration: {e}"))?;
+        all.push(values);
+    }
+    Ok(all)
 }
 
 pub async fn run(args: BenchPriorityArgs) -> anyhow::Result<Outcome> {
-    let opts = options(&args)?;
-    let mut configs =
-        priority_sim::scenarios(&args.scenario, &opts).map_err(|e| anyhow::anyhow!("--scenario: {e}"))?;
-    for c in &mut configs {
-        // Wall-clock samples: bins much shorter than this are noise.
-        c.bin = args.bin.unwrap_or(c.bin.max(MIN_BIN));
-        // A bad --param fails now, not after the runs before it.
-        priority_sim::validate(c).map_err(|e| anyhow::anyhow!("--param/--link: {e}"))?;
-    }
-    let target_ms = args.params.iter().rev().find(|(n, _)| n == "target_ms").map_or(
-        match args.ledbat {
-            Ledbat::Ledbat => 100.0,
-            Ledbat::PlusPlus => 60.0,
-        },
-        |(_, v)| *v,
-    );
-    let hidden = args.json;
+    let experiments = experiments(&args)?;
+    let target_ms = {
+        let params = priority::with_defaults(&experiments[0])?;
+        priority::ledbat_target_ms(&params)?
+    };
     // The runs are timed on the wall clock: keep them off the async workers.
-    let reports = tokio::task::spawn_blocking(move || run_all(&configs, hidden)).await.context("benchmark task")??;
+    let show_progress = !args.json;
+    let results = tokio::task::spawn_blocking(move || {
+        run_experiments_with_progress(Arc::new(Priority), experiments, &OneOffOptions::default(), show_progress)
+    })
+    .await
+    .context("benchmark task")??;
+    let mut reports = Vec::with_capacity(results.len());
+    for r in &results {
+        let name = priority::scenario_config(&r.params, 1).map_or_else(|_| "a scenario".into(), |c| c.name);
+        if let Some(e) = &r.error {
+            anyhow::bail!("running {name} on the emulator: {e}");
+        }
+        reports.push(priority::report_of(r).with_context(|| format!("running {name} on the emulator"))?);
+    }
     if let Some(path) = &args.plot {
         let many = reports.len() > 1;
         for r in &reports {
@@ -165,31 +203,6 @@ pub async fn run(args: BenchPriorityArgs) -> anyhow::Result<Outcome> {
     }
     // Every flow must have run: an error is a failed check.
     Ok(Outcome::from_ok(reports.iter().all(|r| r.flows.iter().all(|f| f.error.is_none()))))
-}
-
-fn run_all(configs: &[ScenarioConfig], hidden: bool) -> anyhow::Result<Vec<ScenarioReport>> {
-    let total: Duration = configs.iter().map(|c| c.duration).sum();
-    let target = if hidden { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
-    let bar = ProgressBar::with_draw_target(Some(total.as_millis() as u64), target);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>16.bold} [{bar:30.cyan/blue}] {msg} ({eta} left)")
-            .expect("static template is valid")
-            .progress_chars("=> "),
-    );
-    let mut done = Duration::ZERO;
-    let mut reports = Vec::new();
-    for cfg in configs {
-        bar.set_prefix(cfg.name.clone());
-        let tick = |t: Duration| {
-            bar.set_position((done + t).as_millis() as u64);
-            bar.set_message(format!("{:.0}/{:.0} s", t.as_secs_f64(), cfg.duration.as_secs_f64()));
-        };
-        let r = emu::run(cfg, &tick).with_context(|| format!("running {} on the emulator", cfg.name))?;
-        done += cfg.duration;
-        reports.push(r);
-    }
-    bar.finish_and_clear();
-    Ok(reports)
 }
 
 /// `dir/stem-NAME.svg` for the run `name` of `path` = `dir/stem.svg`.
@@ -236,20 +249,78 @@ mod tests {
         assert_eq!(plot_path(Path::new("/tmp/x/p.svg"), "multcp_2"), PathBuf::from("/tmp/x/p-multcp_2.svg"));
     }
 
-    #[test]
-    fn duration_scales_the_paper_timings() {
+    fn args(argv: &[&str]) -> BenchPriorityArgs {
         use clap::Parser;
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
             a: BenchPriorityArgs,
         }
-        let a = Cli::parse_from(["x", "--scenario", "switch", "--duration", "12"]).a;
-        let o = options(&a).unwrap();
-        assert!((o.scale - 0.025).abs() < 1e-12);
-        let a = Cli::parse_from(["x", "--scenario", "nope"]).a;
-        assert!(options(&a).unwrap_err().to_string().contains("expected polite"));
-        let a = Cli::parse_from(["x", "--scenario", "five", "--plot", "a.png"]).a;
-        assert!(options(&a).unwrap_err().to_string().contains(".svg"));
+        Cli::parse_from(std::iter::once("x").chain(argv.iter().copied())).a
+    }
+
+    fn get<'a>(values: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
+        values.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    #[test]
+    fn each_scenario_run_is_one_experiment() {
+        let runs = |argv: &[&str]| -> Vec<String> {
+            experiments(&args(argv))
+                .unwrap()
+                .iter()
+                .map(|v| {
+                    let params = priority::with_defaults(v).unwrap();
+                    priority::scenario_config(&params, 1).unwrap().name
+                })
+                .collect()
+        };
+        assert_eq!(runs(&["--scenario", "switch"]), ["switch"]);
+        assert_eq!(runs(&["--scenario", "latecomer"]), ["latecomer", "latecomer_additive"]);
+        assert_eq!(
+            runs(&["--scenario", "multcp", "--n", "1,2.5"]),
+            ["multcp_1", "multcp_2.5", "multcp_pair_1", "multcp_pair_2.5"]
+        );
+        assert_eq!(runs(&["--scenario", "multcp"]).len(), 8, "N = 1, 2, 3, 4 by default");
+    }
+
+    #[test]
+    fn flags_become_parameter_values() {
+        let e = experiments(&args(&["--scenario", "switch", "--duration", "12"])).unwrap();
+        assert_eq!(get(&e[0], "duration"), Some(&Value::Duration(Duration::from_secs(12))));
+        assert_eq!(get(&e[0], "scale"), None, "--duration and --scale conflict");
+        let cfg = priority::scenario_config(&priority::with_defaults(&e[0]).unwrap(), 1).unwrap();
+        assert_eq!((cfg.duration, cfg.bin), (Duration::from_secs(12), Duration::from_millis(250)));
+        let e = experiments(&args(&[
+            "--scenario", "five", "--scale", "0.5", "--tcp", "newreno", "--ledbat", "ledbat++",
+            "--param", "target_ms=50", "--param", "delay_beta=1", "--bin", "0.5", "--link", "rtt=10ms,rate=20mbit",
+        ]))
+        .unwrap();
+        let v = &e[0];
+        assert_eq!(get(v, "scale"), Some(&Value::Float(0.5)));
+        assert_eq!(get(v, "tcp"), Some(&Value::Enum("newreno".into())));
+        assert_eq!(get(v, "ledbat"), Some(&Value::Enum("ledbat++".into())));
+        assert_eq!(get(v, "params"), Some(&Value::String("target_ms=50,delay_beta=1".into())));
+        assert_eq!(get(v, "bin"), Some(&Value::Duration(Duration::from_millis(500))));
+        assert_eq!(get(v, "link"), Some(&Value::Link("rtt=10ms,rate=20mbit".into())));
+        let params = priority::with_defaults(v).unwrap();
+        assert_eq!(priority::ledbat_target_ms(&params).unwrap(), 50.0);
+        // Every value is one the template's declared type accepts.
+        let decls = braid_lab::template::Template::params(&Priority);
+        for (name, value) in v {
+            let d = decls.iter().find(|d| &d.name == name).unwrap();
+            assert_eq!(d.ty.parse_text(&value.to_text()).unwrap(), *value, "{name}");
+        }
+    }
+
+    #[test]
+    fn bad_flags_fail_before_any_run() {
+        let err = |argv: &[&str]| experiments(&args(argv)).unwrap_err().to_string();
+        assert!(err(&["--scenario", "nope"]).contains("expected polite, latecomer, multcp, switch or five"));
+        assert!(err(&["--scenario", "five", "--plot", "a.png"]).contains(".svg"));
+        assert!(err(&["--scenario", "switch", "--param", "delay_beta=2"]).contains("delay_beta"));
+        assert!(err(&["--scenario", "switch", "--scale", "0"]).contains("(0, 100]"));
+        assert!(err(&["--scenario", "multcp", "--n", "1,0"]).contains("--n"));
+        assert!(err(&["--scenario", "switch", "--tcp", "priority"]).contains("cubic or newreno"));
     }
 }

@@ -8,6 +8,7 @@ mod bench_multipath;
 mod bench_priority;
 mod demo;
 mod emu;
+mod lab;
 mod progmp;
 mod progress;
 mod send;
@@ -60,6 +61,9 @@ enum Command {
     /// ProgMP multipath scheduler programs: check one, list the shipped ones.
     #[command(subcommand)]
     Progmp(progmp::ProgmpCommand),
+    /// Experiment studies: templates × configurations × environments, stored in SQLite, analysed and plotted.
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -164,6 +168,11 @@ pub fn check_out_dir(dir: &Option<PathBuf>) -> anyhow::Result<()> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    // The lab runs templates on its own threads and worker processes, and
+    // templates build their own async runtimes: no runtime around it.
+    if let Command::Lab(c) = cli.command {
+        return exit_code(lab::run(c));
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -185,11 +194,16 @@ pub fn main() -> ExitCode {
             Command::Demo(a) => demo::run(a).await,
             Command::Emu(c) => emu::run(c).await,
             Command::Progmp(c) => progmp::run(c),
+            Command::Lab(_) => unreachable!("handled before the runtime starts"),
         }
     });
     // Background tasks (drivers of endpoints still open) must not keep the
     // process alive once the command is done.
     runtime.shutdown_timeout(Duration::from_millis(200));
+    exit_code(result)
+}
+
+fn exit_code(result: anyhow::Result<Outcome>) -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::CheckFailed) => ExitCode::from(EXIT_FAILED_CHECK),
@@ -222,7 +236,7 @@ impl Outcome {
 
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,usvg=error"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 

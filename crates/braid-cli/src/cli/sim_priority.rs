@@ -1,12 +1,23 @@
 //! `braid sim priority --scenario NAME`: DTL's priority scenarios (polite,
 //! latecomer, multcp, switch, five) on the deterministic simulator, with
 //! per-phase, per-flow throughput, fairness, queuing delay and loss.
+//!
+//! A thin command over the lab's `sim-priority` template: a scenario name
+//! becomes one experiment per run of the scenario (`latecomer`: DTL's
+//! multiplicative decrease, then RFC 6817's additive one; `multcp`: one
+//! MulTCP(N) flow against TCP for each N, then two MulTCP(N) flows for each
+//! N), all with the same seed, as before the lab. The reports the template
+//! records as its `report` artifacts are printed with issue 5's checks.
 
 use anyhow::Context;
-use braid_lab::harness::priority_sim::{self, Check, ScenarioOptions, ScenarioReport};
 use braid::{CcAlgorithm, LinkSpec};
+use braid_lab::harness::priority_sim::{self, Check, ScenarioError, ScenarioReport};
+use braid_lab::oneoff::{run_experiments, OneOffOptions};
+use braid_lab::param::Value;
+use braid_lab::template::builtin::sim_priority::{ledbat_target_ms, SimPriority, SCENARIOS};
 use clap::Args;
 
+use super::sim::NO_WALL_LIMIT;
 use super::{emit, parse_cc, parse_link, table, Outcome};
 
 #[derive(Debug, Args)]
@@ -39,39 +50,76 @@ pub struct SimPriorityArgs {
     json: bool,
 }
 
-pub async fn run(args: SimPriorityArgs) -> anyhow::Result<Outcome> {
+/// The experiments the flags describe, in the order the reports print:
+/// `sim-priority` parameters (the template's defaults fill the rest).
+fn experiments(args: &SimPriorityArgs) -> anyhow::Result<Vec<Vec<(String, Value)>>> {
     if !(args.scale.is_finite() && args.scale > 0.0) {
         anyhow::bail!("--scale: expected a positive number, e.g. 0.2 or 1");
     }
     if let Some(bad) = args.n.iter().find(|n| !(n.is_finite() && **n > 0.0 && **n <= 100.0)) {
         anyhow::bail!("--n: {bad} is out of range: expected numbers in (0, 100], e.g. 1,2,3,4");
     }
-    // The p = 0 controller's target, for the delay check: the last
-    // `target_ms` given, else LEDBAT++'s or LEDBAT's default.
-    let plus_plus = args.params.iter().rev().find(|(n, _)| n == "variant").is_some_and(|(_, v)| *v == 1.0);
-    let target_ms = args
-        .params
-        .iter()
-        .rev()
-        .find(|(n, _)| n == "target_ms")
-        .map_or(if plus_plus { 60.0 } else { 100.0 }, |(_, v)| *v);
-    let opts = ScenarioOptions {
-        link: args.link,
-        scale: args.scale,
-        tcp: args.tcp,
-        ns: args.n,
-        seed: args.seed,
-        dtl_params: args.params,
+    if !SCENARIOS.contains(&args.scenario.as_str()) {
+        let e = ScenarioError::UnknownScenario(args.scenario.clone());
+        anyhow::bail!("--scenario: {e} (expected polite, latecomer, multcp, switch or five)");
+    }
+    let text = |name: &str, v: Value| (name.to_string(), v);
+    let mut base = vec![
+        text("scenario", Value::Enum(args.scenario.clone())),
+        text("scale", Value::Float(args.scale)),
+        text("tcp", Value::Enum(args.tcp.as_str().to_string())),
+        text("params", Value::String(controller_params_text(&args.params))),
+    ];
+    if let Some(link) = &args.link {
+        base.push(text("link", Value::Link(link.to_string())));
+    }
+    let with = |extra: Vec<(String, Value)>| {
+        let mut v = base.clone();
+        v.extend(extra);
+        v
     };
-    let configs = priority_sim::scenarios(&args.scenario, &opts)
-        .map_err(|e| anyhow::anyhow!("--scenario: {e} (expected polite, latecomer, multcp, switch or five)"))?;
+    Ok(match args.scenario.as_str() {
+        "latecomer" => ["multiplicative", "additive"]
+            .iter()
+            .map(|d| with(vec![text("decrease", Value::Enum(d.to_string()))]))
+            .collect(),
+        "multcp" => [false, true]
+            .iter()
+            .flat_map(|&pair| args.n.iter().map(move |&n| (n, pair)))
+            .map(|(n, pair)| with(vec![text("n", Value::Float(n)), text("multcp_pair", Value::Bool(pair))]))
+            .collect(),
+        _ => vec![base],
+    })
+}
+
+/// `--param` items as the template's `params` text, in order.
+fn controller_params_text(params: &[(String, f64)]) -> String {
+    params.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(",")
+}
+
+pub async fn run(args: SimPriorityArgs) -> anyhow::Result<Outcome> {
+    let experiments = experiments(&args)?;
+    // The p = 0 controller's target, for the delay check.
+    let target_ms = ledbat_target_ms(&args.params);
+    let seed = args.seed;
     // Simulations are CPU-bound: keep them off the async workers.
-    let reports = tokio::task::spawn_blocking(move || {
-        configs.iter().map(priority_sim::run).collect::<Result<Vec<_>, _>>()
+    let reports = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<ScenarioReport>> {
+        // Every run of the scenario with the one seed, as before the lab.
+        let options = OneOffOptions { seed, timeout: Some(NO_WALL_LIMIT) };
+        let mut reports = Vec::new();
+        for values in experiments {
+            let results = run_experiments(std::sync::Arc::new(SimPriority), vec![values], &options)?;
+            let result = results.into_iter().next().context("the simulation ran no experiment")?;
+            if let Some(e) = &result.error {
+                anyhow::bail!("simulation failed: {e}");
+            }
+            let report = result.artifact("report").cloned().context("the simulation recorded no report")?;
+            reports.push(serde_json::from_value(report).context("the simulation's report")?);
+        }
+        Ok(reports)
     })
     .await
-    .context("simulation task")?
-    .context("simulation failed")?;
+    .context("simulation task")??;
     if args.json {
         emit(&serde_json::to_string(&reports)?);
     } else {
@@ -100,10 +148,17 @@ pub(super) fn render_checks(checks: &[Check]) -> String {
         .map(|c| {
             vec![
                 c.name.clone(),
-                c.value.map_or_else(|| "-".to_string(), |v| {
-                    // Loss rates are small: keep their digits.
-                    if v != 0.0 && v.abs() < 0.01 { format!("{v:.2e}") } else { format!("{v:.3}") }
-                }),
+                c.value.map_or_else(
+                    || "-".to_string(),
+                    |v| {
+                        // Loss rates are small: keep their digits.
+                        if v != 0.0 && v.abs() < 0.01 {
+                            format!("{v:.2e}")
+                        } else {
+                            format!("{v:.3}")
+                        }
+                    },
+                ),
                 c.want.clone(),
                 if c.pass { "pass" } else { "FAIL" }.to_string(),
             ]
@@ -152,4 +207,83 @@ pub(super) fn render(r: &ScenarioReport) -> String {
         out.push_str(&format!("\nswitch: {s:?}"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_lab::harness::priority_sim::ScenarioOptions;
+    use braid_lab::param::Params;
+    use braid_lab::template::Template;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SimPriorityArgs,
+    }
+
+    fn args(flags: &[&str]) -> SimPriorityArgs {
+        let mut argv = vec!["braid"];
+        argv.extend_from_slice(flags);
+        Cli::try_parse_from(argv).unwrap().args
+    }
+
+    /// The harness configs the experiments of `flags` run.
+    fn configs(flags: &[&str]) -> Vec<priority_sim::ScenarioConfig> {
+        let a = args(flags);
+        let decls = SimPriority.params();
+        experiments(&a)
+            .unwrap()
+            .into_iter()
+            .map(|values| {
+                let mut p = Params::default();
+                for d in &decls {
+                    p.insert(&d.name, d.default.clone());
+                }
+                for (name, v) in values {
+                    let d = decls.iter().find(|d| d.name == name).unwrap();
+                    assert_eq!(d.ty.parse_text(&v.to_text()).unwrap(), v, "{name}");
+                    p.insert(&name, v);
+                }
+                SimPriority::config(&p, a.seed).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_scenario_runs_what_it_ran_before_the_lab() {
+        let cases: &[&[&str]] = &[
+            &["--scenario", "polite"],
+            &["--scenario", "latecomer", "--scale", "0.1", "--seed", "4"],
+            &["--scenario", "multcp", "--n", "1,2.5", "--tcp", "cubic"],
+            &["--scenario", "switch", "--param", "variant=1", "--param", "target_ms=70"],
+            &["--scenario", "five", "--link", "rtt=30ms,rate=8mbit,queue=100kb"],
+        ];
+        for flags in cases {
+            let a = args(flags);
+            let opts = ScenarioOptions {
+                link: a.link.clone(),
+                scale: a.scale,
+                tcp: a.tcp,
+                ns: a.n.clone(),
+                dtl_params: a.params.clone(),
+                seed: a.seed,
+            };
+            let before = priority_sim::scenarios(&a.scenario, &opts).unwrap();
+            assert_eq!(configs(flags), before, "{flags:?}");
+        }
+    }
+
+    #[test]
+    fn bad_flags_are_refused_before_anything_runs() {
+        let unknown = experiments(&args(&["--scenario", "nope"])).unwrap_err().to_string();
+        assert!(unknown.contains("expected polite, latecomer, multcp, switch or five"), "{unknown}");
+        assert!(experiments(&args(&["--scenario", "switch", "--scale", "0"]))
+            .unwrap_err()
+            .to_string()
+            .contains("--scale"));
+        assert!(experiments(&args(&["--scenario", "multcp", "--n", "0"])).unwrap_err().to_string().contains("--n"));
+        assert_eq!(controller_params_text(&[("a".into(), 1.0), ("b".into(), 0.25)]), "a=1,b=0.25");
+    }
 }

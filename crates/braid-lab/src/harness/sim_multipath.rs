@@ -35,13 +35,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use braid_core::Instant;
-use braid_link::LinkSpec;
+use braid_link::{LinkSpec, LinkStats};
 use braid_progmp::{builtin, Program, Register};
 use braid_proto::wire::{self, Frame, Packet};
 use braid_proto::{
     CcAlgorithm, ConnectionHandle, ConnectionStats, Endpoint, EndpointConfig, Event, PathInfo, TransportConfig,
 };
 use braid_sim::{Datagram, Node, SimError, Simulator};
+
+use super::sim_transfer::WallClock;
 use bytes::Bytes;
 
 /// Ports of the client and the server on every path.
@@ -142,6 +144,10 @@ pub struct Scenario {
     /// Request/response flows run besides the script (their requests are
     /// writes too, tag 0); `None` by default.
     pub request_response: Option<RequestResponse>,
+    /// Stop simulating once the wall clock passes this, wherever the run
+    /// is (the report then says what did not arrive); `None` by default.
+    /// The lab sets it from the experiment's deadline.
+    pub wall_deadline: Option<std::time::Instant>,
 }
 
 /// Setting up a scenario failed.
@@ -201,6 +207,7 @@ impl Scenario {
             seed: 1,
             time_limit: Duration::from_secs(60),
             request_response: None,
+            wall_deadline: None,
         })
     }
 
@@ -327,6 +334,9 @@ pub struct ScenarioReport {
     pub path_count: usize,
     /// The client scheduler's registers `R1`..`R6` at the end.
     pub registers: [i64; 6],
+    /// Counters of each path's links, by scenario index: client → server,
+    /// then server → client (bytes on the wire).
+    pub link_stats: Vec<[LinkStats; 2]>,
 }
 
 impl ScenarioReport {
@@ -726,12 +736,15 @@ pub fn run(s: &Scenario) -> Result<ScenarioReport, ScenarioError> {
     let mut steps: Vec<&(Duration, Step)> = s.steps.iter().collect();
     steps.sort_by_key(|(t, _)| *t);
     let deadline = Instant::ZERO + s.time_limit;
+    let mut wall = WallClock::new(s.wall_deadline);
     for (at, step) in steps {
         let at = Instant::ZERO + *at;
         if at > deadline {
             break;
         }
-        sim.run_until(at);
+        if sim.run_until_condition(at, |_| wall.passed()) {
+            break;
+        }
         let now = sim.now();
         match step {
             Step::SetLink { path, link } => sim.set_path(client_addr(*path).ip(), server_addr(*path).ip(), link)?,
@@ -767,6 +780,9 @@ pub fn run(s: &Scenario) -> Result<ScenarioReport, ScenarioError> {
     let flows = s.request_response.map_or(0, |rr| rr.flows as usize);
     let writes = s.steps.iter().filter(|(_, st)| matches!(st, Step::Write { .. })).count() + flows;
     sim.run_until_condition(deadline, |sim| {
+        if wall.passed() {
+            return true;
+        }
         let Role::Server(server) = &sim.node(server_id).role else { return true };
         let Role::Client(client) = &sim.node(client_id).role else { return true };
         let responded = client.writes.iter().filter(|w| w.responded.is_some()).count();
@@ -797,5 +813,11 @@ pub fn run(s: &Scenario) -> Result<ScenarioReport, ScenarioError> {
         error,
         path_count: s.paths.len(),
         registers: Register::ALL.map(|r| host.endpoint.register(conn, r).unwrap_or(0)),
+        link_stats: (0..s.paths.len())
+            .map(|i| {
+                let (c, v) = (client_addr(i).ip(), server_addr(i).ip());
+                [(c, v), (v, c)].map(|(a, b)| sim.link_stats(a, b).copied().unwrap_or_default())
+            })
+            .collect(),
     })
 }

@@ -54,6 +54,10 @@ pub struct SimTransferConfig {
     pub message_size: usize,
     /// Give up after this much *virtual* time.
     pub time_limit: Duration,
+    /// Stop simulating once the wall clock passes this, wherever the run
+    /// is (what did not complete is reported as incomplete); `None`: no
+    /// limit. The lab sets it from the experiment's deadline.
+    pub wall_deadline: Option<std::time::Instant>,
 }
 
 impl Default for SimTransferConfig {
@@ -70,6 +74,7 @@ impl Default for SimTransferConfig {
             seed: 1,
             message_size: 64 << 10,
             time_limit: Duration::from_secs(600),
+            wall_deadline: None,
         }
     }
 }
@@ -240,7 +245,11 @@ pub fn run_with_progress(
     let total = cfg.bytes.saturating_mul(cfg.flows as u64);
     let mut windows = Windows::new(cfg.flows);
     let mut next_progress = Instant::ZERO + PROGRESS_INTERVAL;
+    let mut wall = WallClock::new(cfg.wall_deadline);
     sim.run_until_condition(deadline, |sim| {
+        if wall.passed() {
+            return true;
+        }
         let now = sim.now();
         let recv = receiver_of(sim, server_id);
         windows.observe(now, sender_of(sim, client_id), recv);
@@ -256,6 +265,26 @@ pub fn run_with_progress(
         recv.all_finished(sender_of(sim, client_id))
     });
     Ok(report(cfg, &sim, client_id, server_id, &windows))
+}
+
+/// Checks a wall-clock deadline every few hundred simulator events (reading
+/// the clock at every event would cost more than some events do).
+pub(crate) struct WallClock {
+    deadline: Option<std::time::Instant>,
+    calls: u32,
+}
+
+impl WallClock {
+    pub(crate) fn new(deadline: Option<std::time::Instant>) -> WallClock {
+        WallClock { deadline, calls: 0 }
+    }
+
+    /// Whether the deadline has passed (checked on every 256th call).
+    pub(crate) fn passed(&mut self) -> bool {
+        let Some(deadline) = self.deadline else { return false };
+        self.calls = self.calls.wrapping_add(1);
+        self.calls % 256 == 0 && std::time::Instant::now() >= deadline
+    }
 }
 
 fn validate(cfg: &SimTransferConfig) -> Result<(), SimTransferError> {

@@ -167,8 +167,7 @@ impl<'a> Context<'a> {
         work_dir: &'a Path,
         tag: &str,
     ) -> Context<'a> {
-        let tag: String = tag.chars().filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit()).take(6).collect();
-        Context { params, seed, deadline, recorder, work_dir, tag, testbeds: 0, progress: None }
+        Context { params, seed, deadline, recorder, work_dir, tag: unique_tag(tag), testbeds: 0, progress: None }
     }
 
     /// Report progress (0..=1) to this callback.
@@ -190,6 +189,12 @@ impl<'a> Context<'a> {
     /// A warning for whoever reads the results.
     pub fn warn(&mut self, message: &str) {
         self.recorder.warn(message);
+    }
+
+    /// A structured document: a bench's full report, read back by the
+    /// command that printed it before the lab existed.
+    pub fn artifact(&mut self, name: &str, json: serde_json::Value) {
+        self.recorder.artifact(name, json);
     }
 
     /// The recorder itself (to hand to measurement code).
@@ -242,6 +247,29 @@ impl<'a> Context<'a> {
         let name = self.testbed_name();
         braid_emu::Testbed::builder().name(&name).seed(self.seed)
     }
+}
+
+/// Six base-36 characters from `tag`, this process and a process-wide
+/// counter: two contexts never share testbed names, whether they run the
+/// same experiment in two processes (two databases, a rerun beside the
+/// study) or in one.
+fn unique_tag(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static CONTEXTS: AtomicU32 = AtomicU32::new(0);
+    let mut h = blake3::Hasher::new();
+    h.update(tag.as_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    h.update(&CONTEXTS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    let bytes = h.finalize();
+    let mut n = u64::from_le_bytes(bytes.as_bytes()[..8].try_into().unwrap_or([0; 8]));
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    (0..6)
+        .map(|_| {
+            let d = DIGITS[(n % 36) as usize] as char;
+            n /= 36;
+            d
+        })
+        .collect()
 }
 
 fn base36(mut n: u32) -> String {

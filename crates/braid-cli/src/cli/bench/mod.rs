@@ -1,24 +1,22 @@
-//! `braid bench stream`: Braid against kernel TCP and quinn on loopback, in
-//! the same process and run, with the same sizes. Runs are interleaved
-//! (the order rotates every round) so slow drift of the machine hits all
-//! peers alike, and the median of `--repeat` runs is reported, with ratios
-//! against the peers: the performance goals are stated as those ratios.
+//! `braid bench stream`: Braid against kernel TCP and quinn on loopback, with
+//! the same sizes: a small study of the lab's `stream` template. Runs are
+//! interleaved (the order rotates every round) so slow drift of the machine
+//! hits all peers alike, and the median of `--repeat` runs is reported, with
+//! ratios against the peers: the performance goals are stated as those
+//! ratios.
 
-mod peers;
-mod quic;
-
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use braid::size::ByteSize;
-use bytes::Bytes;
+use braid_lab::oneoff::{run_experiments_with_progress, OneOffOptions};
+use braid_lab::param::Value;
+use braid_lab::template::builtin::stream::summary::{StreamRun, StreamSummary};
+use braid_lab::template::builtin::stream::{quic, Peer, Stream, REPORT_ARTIFACT};
 use clap::Args;
-use rand::RngCore;
-use rand::SeedableRng;
-use serde_json::json;
 
-use super::{emit, parse_secs, parse_size, progress, table, Outcome, TransportArgs};
-use peers::{RunResult, Workload};
+use super::{emit, parse_secs, parse_size, table, Outcome, TransportArgs};
 
 #[derive(Debug, Args)]
 pub struct StreamArgs {
@@ -47,164 +45,153 @@ pub struct StreamArgs {
     transport: TransportArgs,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Peer {
-    Braid,
-    Tcp,
-    Quinn,
-}
-
-impl Peer {
-    const ALL: [Peer; 3] = [Peer::Braid, Peer::Tcp, Peer::Quinn];
-
-    fn name(self) -> &'static str {
-        match self {
-            Peer::Braid => "braid",
-            Peer::Tcp => "tcp",
-            Peer::Quinn => "quinn",
+impl StreamArgs {
+    /// Payload bytes of one run.
+    fn total_bytes(&self) -> u64 {
+        match self.messages {
+            Some(count) => count.saturating_mul(self.size.0),
+            None => self.bytes.0,
         }
+    }
+
+    /// The parameter values every run shares.
+    fn workload(&self) -> anyhow::Result<Vec<(String, Value)>> {
+        let piece = |flag: &str, v: ByteSize| -> anyhow::Result<Value> {
+            anyhow::ensure!((1..=(16 << 20)).contains(&v.0), "{flag}: expected 1 byte to 16 MiB");
+            Ok(Value::Size(v.0))
+        };
+        let mtu = self.transport.endpoint_config(true).transport.max_datagram_size;
+        let mut values = vec![
+            ("cc".to_string(), Value::Enum(self.transport.cc.as_str().to_string())),
+            ("mtu".to_string(), Value::Int(i64::from(mtu))),
+        ];
+        match self.messages {
+            Some(count) => {
+                let count = i64::try_from(count).ok().filter(|&c| c >= 1);
+                let count = count.context("--messages: expected at least 1")?;
+                values.push(("mode".into(), Value::Enum("messages".into())));
+                values.push(("messages".into(), Value::Int(count)));
+                values.push(("size".into(), piece("--size", self.size)?));
+            }
+            None => {
+                values.push(("mode".into(), Value::Enum("bulk".into())));
+                values.push(("bytes".into(), Value::Size(self.bytes.0)));
+                values.push(("chunk".into(), piece("--chunk", self.chunk)?));
+            }
+        }
+        Ok(values)
     }
 }
 
-/// The median of a non-empty list (the lower middle for even lengths: a
-/// value that was actually measured).
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[(v.len() - 1) / 2]
-}
-
-pub async fn run(args: StreamArgs) -> anyhow::Result<Outcome> {
-    let endpoint_cfg = args.transport.endpoint_config(true);
-    endpoint_cfg.transport.validate().context("--mtu")?;
-    let quic = quic::configs(&endpoint_cfg.transport)?;
-    let workload = match args.messages {
-        Some(count) => {
-            anyhow::ensure!(count >= 1, "--messages: expected at least 1");
-            let size = usize::try_from(args.size.0).ok().filter(|s| (1..=(16 << 20)).contains(s));
-            let size = size.context("--size: expected 1 byte to 16 MiB")?;
-            Workload::Messages { count, payload: random_payload(size) }
-        }
-        None => {
-            let chunk = usize::try_from(args.chunk.0).ok().filter(|s| (1..=(16 << 20)).contains(s));
-            let chunk = chunk.context("--chunk: expected 1 byte to 16 MiB")?;
-            Workload::Bulk { bytes: args.bytes.0, chunk, payload: random_payload(chunk) }
-        }
-    };
-    let total = workload.total_bytes();
-    let limit = args.timeout.unwrap_or(Duration::from_secs(60) + Duration::from_secs_f64(total as f64 / 10e6));
-
-    let bar = progress::bytes_bar(total, "", args.json);
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); Peer::ALL.len()];
-    let mut braid_stats = Vec::new();
+/// The experiments of `args`: for each round every peer once, the order
+/// rotating by one each round.
+fn experiments(args: &StreamArgs) -> anyhow::Result<Vec<Vec<(String, Value)>>> {
+    let shared = args.workload()?;
+    let mut all = Vec::new();
     for round in 0..args.repeat as usize {
         for k in 0..Peer::ALL.len() {
             let peer = Peer::ALL[(round + k) % Peer::ALL.len()];
-            bar.set_prefix(peer.name());
-            bar.set_message(format!("run {}/{}", round + 1, args.repeat));
-            bar.set_position(0);
-            let run = async {
-                match peer {
-                    Peer::Braid => peers::braid(&workload, &endpoint_cfg, &bar).await,
-                    Peer::Tcp => peers::tcp(&workload, &bar).await,
-                    Peer::Quinn => peers::quinn(&workload, &quic, &bar).await,
-                }
-            };
-            let RunResult { elapsed, braid_stats: stats } = tokio::time::timeout(limit, run)
-                .await
-                .map_err(|_| anyhow::anyhow!("{} run not finished after {:.0} s (see --timeout)", peer.name(), limit.as_secs_f64()))?
-                .with_context(|| format!("{} run failed", peer.name()))?;
-            times[peer as usize].push(elapsed);
-            braid_stats.extend(stats);
+            let mut values = vec![("peer".to_string(), Value::Enum(peer.name().into()))];
+            values.extend(shared.iter().cloned());
+            all.push(values);
         }
     }
-    bar.finish_and_clear();
+    Ok(all)
+}
 
-    let secs: Vec<f64> = times.into_iter().map(|t| median(t).as_secs_f64().max(1e-9)).collect();
-    let [braid_s, tcp_s, quinn_s] = [secs[0], secs[1], secs[2]];
-    let lost: u64 = braid_stats.iter().map(|s| s.packets_lost).sum();
-    let retx: u64 = braid_stats.iter().map(|s| s.retransmitted_bytes).sum();
-    let common = json!({
-        "repeat": args.repeat,
-        "cc": args.transport.cc.as_str(),
-        "mtu": endpoint_cfg.transport.max_datagram_size,
-        "braid_secs": braid_s, "tcp_secs": tcp_s, "quinn_secs": quinn_s,
-        "braid_packets_lost": lost, "braid_retransmitted_bytes": retx,
-    });
-    let (mut out, unit, rate): (serde_json::Value, &str, [f64; 3]) = match &workload {
-        Workload::Bulk { bytes, chunk, .. } => {
-            let g = |s: f64| *bytes as f64 * 8.0 / s / 1e9;
-            let r = [g(braid_s), g(tcp_s), g(quinn_s)];
-            let v = json!({
-                "mode": "stream", "bytes": bytes, "chunk": chunk,
-                "braid_gbps": r[0], "tcp_gbps": r[1], "quinn_gbps": r[2],
-                "braid_over_quinn": r[0] / r[2], "braid_over_tcp": r[0] / r[1],
-            });
-            (v, "Gbit/s", r)
-        }
-        Workload::Messages { count, payload } => {
-            let m = |s: f64| *count as f64 / s;
-            let r = [m(braid_s), m(tcp_s), m(quinn_s)];
-            let v = json!({
-                "mode": "messages", "messages": count, "size": payload.len(),
-                "braid_msgs_per_s": r[0], "tcp_msgs_per_s": r[1], "quinn_msgs_per_s": r[2],
-                "braid_over_quinn": r[0] / r[2], "braid_over_tcp": r[0] / r[1],
-            });
-            (v, "msgs/s", r)
-        }
-    };
-    if let (Some(o), Some(c)) = (out.as_object_mut(), common.as_object()) {
-        o.extend(c.clone());
+pub async fn run(args: StreamArgs) -> anyhow::Result<Outcome> {
+    args.transport.endpoint_config(true).transport.validate().context("--mtu")?;
+    // quinn runs with every --cc only if it has that controller: say so
+    // before Braid and TCP spend their runs.
+    if quic::check_cc(args.transport.cc).is_err() {
+        anyhow::bail!("quinn has no `{}` congestion control: compare with --cc newreno or cubic", args.transport.cc);
     }
+    let experiments = experiments(&args)?;
+    let total = args.total_bytes();
+    let timeout = args.timeout.unwrap_or(Duration::from_secs(60) + Duration::from_secs_f64(total as f64 / 10e6));
+    let options = OneOffOptions { timeout: Some(timeout), ..OneOffOptions::default() };
+    let results = {
+        let show_progress = !args.json;
+        tokio::task::spawn_blocking(move || run_experiments_with_progress(Arc::new(Stream), experiments, &options, show_progress))
+    }
+        .await
+        .context("benchmark task")??;
+    let mut runs = Vec::with_capacity(results.len());
+    for r in &results {
+        let peer = r.params.get("peer").map(Value::to_text).unwrap_or_default();
+        if let Some(e) = &r.error {
+            let hint = if e.starts_with("deadline passed") { " (see --timeout)" } else { "" };
+            anyhow::bail!("{peer} run failed: {e}{hint}");
+        }
+        let artifact = r.artifact(REPORT_ARTIFACT).with_context(|| format!("{peer} run left no report"))?;
+        runs.push(serde_json::from_value::<StreamRun>(artifact.clone()).with_context(|| format!("{peer} run's report"))?);
+    }
+    let summary = StreamSummary::new(&runs, args.repeat)?;
     if args.json {
-        emit(&out.to_string());
+        emit(&summary.json().to_string());
     } else {
-        let what = match &workload {
-            Workload::Bulk { bytes, chunk, .. } => format!("{} in {} chunks", ByteSize(*bytes), ByteSize(*chunk as u64)),
-            Workload::Messages { count, payload } => format!("{count} messages of {}", ByteSize(payload.len() as u64)),
-        };
-        emit(&format!(
-            "loopback, {what}, median of {} run(s); braid and quinn: {} byte datagrams, {}; tcp: kernel defaults",
-            args.repeat,
-            endpoint_cfg.transport.max_datagram_size,
-            args.transport.cc
-        ));
-        let rows: Vec<Vec<String>> = Peer::ALL
-            .iter()
-            .map(|p| {
-                let i = *p as usize;
-                vec![p.name().to_string(), format!("{:.4}", secs[i]), fmt_rate(rate[i], unit), format!("{:.2}", rate[0] / rate[i])]
-            })
-            .collect();
-        emit(&table::render(&["peer", "seconds", unit, "braid/peer"], &rows));
-        emit(&format!("braid: {lost} packets lost, {retx} bytes retransmitted (all runs)"));
+        emit(&summary.title());
+        emit(&table::render(&summary.header(), &summary.rows()));
+        emit(&summary.footer());
     }
     Ok(Outcome::Success)
-}
-
-fn fmt_rate(v: f64, unit: &str) -> String {
-    if unit == "Gbit/s" {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.0}")
-    }
-}
-
-/// Incompressible payload, the same for every peer.
-fn random_payload(len: usize) -> Bytes {
-    let mut v = vec![0u8; len];
-    rand_chacha::ChaCha8Rng::seed_from_u64(7).fill_bytes(&mut v);
-    Bytes::from(v)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: StreamArgs,
+    }
+
+    fn parse(argv: &[&str]) -> StreamArgs {
+        Cli::try_parse_from(std::iter::once("stream").chain(argv.iter().copied())).unwrap().args
+    }
+
+    fn value<'a>(e: &'a [(String, Value)], key: &str) -> &'a Value {
+        &e.iter().find(|(k, _)| k == key).unwrap_or_else(|| panic!("no {key} in {e:?}")).1
+    }
 
     #[test]
-    fn median_is_a_measured_value() {
-        let d = Duration::from_millis;
-        assert_eq!(median(vec![d(3)]), d(3));
-        assert_eq!(median(vec![d(5), d(1), d(3)]), d(3));
-        assert_eq!(median(vec![d(4), d(1), d(3), d(2)]), d(2));
+    fn rounds_rotate_the_peers() {
+        let e = experiments(&parse(&["--repeat", "2", "--bytes", "4MiB"])).unwrap();
+        let peers: Vec<String> = e.iter().map(|x| value(x, "peer").to_text()).collect();
+        assert_eq!(peers, ["braid", "tcp", "quinn", "tcp", "quinn", "braid"]);
+        for x in &e {
+            assert_eq!(value(x, "mode"), &Value::Enum("bulk".into()));
+            assert_eq!(value(x, "bytes"), &Value::Size(4 << 20));
+            assert_eq!(value(x, "chunk"), &Value::Size(128 << 10));
+            assert_eq!(value(x, "cc"), &Value::Enum("cubic".into()));
+            assert_eq!(value(x, "mtu"), &Value::Int(1452));
+        }
+    }
+
+    #[test]
+    fn message_mode_and_transport_flags_map_to_parameters() {
+        let e = experiments(&parse(&["--messages", "2000", "--size", "64", "--cc", "newreno", "--mtu", "1300"])).unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(value(&e[0], "mode"), &Value::Enum("messages".into()));
+        assert_eq!(value(&e[0], "messages"), &Value::Int(2000));
+        assert_eq!(value(&e[0], "size"), &Value::Size(64));
+        assert_eq!(value(&e[0], "cc"), &Value::Enum("newreno".into()));
+        assert_eq!(value(&e[0], "mtu"), &Value::Int(1300));
+        assert!(e[0].iter().all(|(k, _)| k != "bytes"));
+        // Every value is one the template accepts.
+        let decls = braid_lab::template::Template::params(&Stream);
+        for (k, v) in &e[0] {
+            let d = decls.iter().find(|d| &d.name == k).unwrap();
+            d.ty.parse_text(&v.to_text()).unwrap();
+        }
+    }
+
+    #[test]
+    fn out_of_range_pieces_are_refused() {
+        assert!(experiments(&parse(&["--chunk", "0"])).unwrap_err().to_string().contains("--chunk"));
+        assert!(experiments(&parse(&["--messages", "5", "--size", "17MiB"])).unwrap_err().to_string().contains("--size"));
+        assert!(experiments(&parse(&["--messages", "0"])).unwrap_err().to_string().contains("--messages"));
     }
 }

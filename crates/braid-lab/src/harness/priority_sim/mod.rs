@@ -70,6 +70,8 @@ use braid_sim::{SimError, Simulator, IPV4_UDP_OVERHEAD};
 
 use host::{client_addr, server_addr, Action, Host};
 
+use super::sim_transfer::WallClock;
+
 /// One flow of a scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowSpec {
@@ -173,6 +175,10 @@ pub struct ScenarioConfig {
     pub probe_interval: Option<Duration>,
     /// Seed of the simulator and both endpoints.
     pub seed: u64,
+    /// Give up (with [`ScenarioError::WallDeadline`]) once the wall clock
+    /// passes this; `None`: no limit. The lab sets it from the
+    /// experiment's deadline.
+    pub wall_deadline: Option<std::time::Instant>,
 }
 
 /// The scenario could not be set up.
@@ -205,6 +211,14 @@ pub enum ScenarioError {
     /// The simulated network could not be built.
     #[error("cannot build the simulated network: {0}")]
     Network(#[from] SimError),
+    /// The wall-clock deadline passed before the scenario's end.
+    #[error("the wall-clock deadline passed at {virtual_secs:.1} s of {duration_secs:.1} s of virtual time")]
+    WallDeadline {
+        /// Virtual time reached.
+        virtual_secs: f64,
+        /// Virtual time the scenario runs.
+        duration_secs: f64,
+    },
 }
 
 /// Run a scenario.
@@ -264,8 +278,14 @@ pub fn run(cfg: &ScenarioConfig) -> Result<ScenarioReport, ScenarioError> {
 
     let mut snapshots: BTreeMap<Duration, Snapshot> = BTreeMap::new();
     let mut next_action = 0;
+    let mut wall = WallClock::new(cfg.wall_deadline);
     for &t in times.iter().filter(|&&t| t <= cfg.duration) {
-        sim.run_until(Instant::ZERO + t);
+        if sim.run_until_condition(Instant::ZERO + t, |_| wall.passed()) {
+            return Err(ScenarioError::WallDeadline {
+                virtual_secs: sim.now().since_epoch().as_secs_f64(),
+                duration_secs: cfg.duration.as_secs_f64(),
+            });
+        }
         while next_action < actions.len() && actions[next_action].0 <= t {
             let (_, action) = actions[next_action];
             next_action += 1;

@@ -11,7 +11,7 @@ use super::host::Host;
 use super::{forward_stats, ScenarioConfig};
 
 /// The outcome of a scenario (serialized as the `--json` report).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ScenarioReport {
     /// Scenario name.
     pub scenario: String,
@@ -43,7 +43,7 @@ pub struct ScenarioReport {
 }
 
 /// One flow over the whole run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FlowResult {
     /// Its label.
     pub label: String,
@@ -70,7 +70,7 @@ pub struct FlowResult {
 }
 
 /// One phase.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PhaseResult {
     /// Its name.
     pub name: String,
@@ -101,7 +101,7 @@ pub struct PhaseResult {
 }
 
 /// One flow in one phase.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PhaseFlow {
     /// The flow's label.
     pub label: String,
@@ -118,7 +118,7 @@ pub struct PhaseFlow {
 }
 
 /// One priority switch.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SwitchResult {
     /// The flow switched.
     pub label: String,

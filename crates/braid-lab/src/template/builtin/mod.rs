@@ -3,11 +3,29 @@
 //!
 //! Each template lives in its own module; [`all`] lists them.
 
+pub mod data;
+pub mod exon;
+pub mod multipath;
+pub mod priority;
+pub mod sim_multipath;
+pub mod sim_priority;
+pub mod sim_transfer;
+pub mod stream;
+
 use std::sync::Arc;
 
 use super::Template;
 
 /// Every built-in template, in the order `braid lab templates` lists them.
 pub fn all() -> Vec<Arc<dyn Template>> {
-    vec![]
+    vec![
+        Arc::new(stream::Stream),
+        Arc::new(exon::Exon),
+        Arc::new(priority::Priority),
+        Arc::new(data::Data),
+        Arc::new(multipath::Multipath),
+        Arc::new(sim_transfer::SimTransfer),
+        Arc::new(sim_priority::SimPriority),
+        Arc::new(sim_multipath::SimMultipath),
+    ]
 }

@@ -1,0 +1,329 @@
+//! Store and analysis speed (issue 15's performance goals).
+//!
+//! - ingest: scalar records per second into a WAL database on disk, one
+//!   transaction per experiment (goal ≥ 200,000/s);
+//! - `show`, `best`, `pareto` on a synthetic study of 30,720 experiments ×
+//!   10 metrics (goal ≤ 2 s each).
+//!
+//! The synthetic study is the redundancy study's shape: 5 schedulers × 3
+//! gains (configuration) × 8 RTT ratios × 4 loss rates × 4 flow sizes
+//! (environment) × 16 repetitions, built once in a temporary file. Before
+//! criterion's runs, a one-shot measurement prints a table and JSON.
+//!
+//! `cargo bench -p braid-lab --bench store`
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use braid_lab::analysis::{self, BestQuery, Goal, Objective, ParetoQuery, ShowQuery};
+use braid_lab::param::{ParamDecl, ParamType, Params, Value};
+use braid_lab::plan::PlannedExperiment;
+use braid_lab::record::Record;
+use braid_lab::store::{ExperimentStatus, FinishedExperiment, ScalarQuery, Store, StudyRecord};
+use criterion::{BenchmarkId, Criterion, Throughput};
+
+const SCHEDULERS: [&str; 5] = ["minrtt", "redundant", "opportunistic", "redundant_if_queue_empty", "round_robin"];
+const GAINS: [i64; 3] = [1, 2, 3];
+const RTT_RATIOS: [i64; 8] = [1, 2, 3, 4, 5, 6, 8, 10];
+const LOSSES: [f64; 4] = [0.0, 0.01, 0.02, 0.05];
+const SIZES: [u64; 4] = [16 << 10, 256 << 10, 1 << 20, 8 << 20];
+const REPETITIONS: u32 = 16;
+const METRICS: [&str; 10] = [
+    "fct_s",
+    "bytes_on_wire",
+    "goodput_mbps",
+    "retransmits",
+    "rtt_p50_ms",
+    "rtt_p99_ms",
+    "cpu_s",
+    "redundancy_ratio",
+    "reorder_ms",
+    "loss_events",
+];
+
+const STUDY: &str = "synthetic-redundancy";
+
+/// splitmix64: a deterministic noise source without a dependency.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Uniform in [-1, 1).
+fn noise(seed: u64) -> f64 {
+    (mix(seed) >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+}
+
+fn study_record() -> StudyRecord {
+    StudyRecord {
+        name: STUDY.into(),
+        file_path: None,
+        file_text: "# synthetic study for the store bench\n".into(),
+        template: "sim-multipath".into(),
+        template_version: 1,
+        params: vec![
+            ParamDecl::config("scheduler", ParamType::one_of(&SCHEDULERS), Value::Enum("minrtt".into())),
+            ParamDecl::config("cwnd_gain", ParamType::int_range(1, 8), Value::Int(1)),
+            ParamDecl::env("rtt_ratio", ParamType::int_range(1, 10), Value::Int(1)),
+            ParamDecl::env("loss", ParamType::float_range(0.0, 1.0), Value::Float(0.0)),
+            ParamDecl::env("bytes", ParamType::Size, Value::Size(1 << 20)),
+        ],
+        planned: (SCHEDULERS.len() * GAINS.len() * RTT_RATIOS.len() * LOSSES.len() * SIZES.len()) as u64
+            * u64::from(REPETITIONS),
+    }
+}
+
+/// The `i`-th experiment of the synthetic study with `metrics` scalars
+/// (the first ten are named, the rest `extra_N`).
+fn experiment(i: u64, metrics: usize) -> FinishedExperiment {
+    let mut k = i;
+    let rep = (k % u64::from(REPETITIONS)) as u32;
+    k /= u64::from(REPETITIONS);
+    let pick = |k: &mut u64, n: usize| {
+        let v = (*k % n as u64) as usize;
+        *k /= n as u64;
+        v
+    };
+    let s = pick(&mut k, SCHEDULERS.len());
+    let g = pick(&mut k, GAINS.len());
+    let r = pick(&mut k, RTT_RATIOS.len());
+    let l = pick(&mut k, LOSSES.len());
+    let b = pick(&mut k, SIZES.len());
+    let mut params = Params::default();
+    params.insert("scheduler", Value::Enum(SCHEDULERS[s].into()));
+    params.insert("cwnd_gain", Value::Int(GAINS[g]));
+    params.insert("rtt_ratio", Value::Int(RTT_RATIOS[r]));
+    params.insert("loss", Value::Float(LOSSES[l]));
+    params.insert("bytes", Value::Size(SIZES[b]));
+    let base = SIZES[b] as f64 / 1e6 * (1.0 + RTT_RATIOS[r] as f64 / 4.0) * (1.0 + 20.0 * LOSSES[l])
+        / (1.0 + s as f64 / 10.0)
+        + GAINS[g] as f64 * 0.01;
+    let records = (0..metrics)
+        .map(|m| {
+            let name = METRICS.get(m).map(|n| n.to_string()).unwrap_or_else(|| format!("extra_{m}"));
+            let value = base * (1.0 + m as f64) * (1.0 + 0.1 * noise(i * 131 + m as u64));
+            Record::Metric { name, value }
+        })
+        .collect();
+    FinishedExperiment {
+        planned: PlannedExperiment {
+            id: format!("{:016x}", mix(i ^ 0x5eed)),
+            template: "sim-multipath".into(),
+            template_version: 1,
+            params,
+            repetition: rep,
+            seed: mix(i),
+            timeout: Duration::from_secs(60),
+            exclusive: false,
+            expected: Duration::from_secs(1),
+        },
+        status: ExperimentStatus::Ok,
+        exit_code: Some(0),
+        error: None,
+        stderr_tail: String::new(),
+        started: 1.7e9 + i as f64,
+        ended: 1.7e9 + i as f64 + 0.5,
+        host: "bench".into(),
+        braid_version: "0.1.0".into(),
+        git_commit: "0000000".into(),
+        records,
+    }
+}
+
+/// Insert experiments `from..to`, one transaction each; the time taken.
+fn ingest(store: &mut Store, study: i64, from: u64, to: u64, metrics: usize) -> Duration {
+    let batch: Vec<FinishedExperiment> = (from..to).map(|i| experiment(i, metrics)).collect();
+    let t = Instant::now();
+    for e in &batch {
+        store.insert_experiment(study, e).expect("insert");
+    }
+    t.elapsed()
+}
+
+fn show_query() -> ShowQuery {
+    ShowQuery { study: STUDY.into(), ..ShowQuery::default() }
+}
+
+fn best_query() -> BestQuery {
+    BestQuery { study: STUDY.into(), metric: "fct_s".into(), goal: Goal::Minimize, filters: vec![] }
+}
+
+fn pareto_query(per_environment: bool) -> ParetoQuery {
+    ParetoQuery {
+        study: STUDY.into(),
+        objectives: vec![
+            Objective { metric: "fct_s".into(), goal: Goal::Minimize },
+            Objective { metric: "bytes_on_wire".into(), goal: Goal::Minimize },
+        ],
+        per_environment,
+        filters: vec![],
+    }
+}
+
+/// Median of `runs` timings of `f`.
+fn median_time(runs: usize, mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn fresh_store(dir: &Path, name: &str) -> (Store, i64) {
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    let mut store = Store::open(&path).expect("open");
+    let id = store.upsert_study(&study_record()).expect("study");
+    (store, id)
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let total = study_record().planned;
+
+    // Build the synthetic study once, timing the ingest.
+    let (mut store, id) = fresh_store(dir.path(), "synthetic.db");
+    let build = ingest(&mut store, id, 0, total, METRICS.len());
+    let rate_10 = (total * METRICS.len() as u64) as f64 / build.as_secs_f64();
+    let (mut wide, wide_id) = fresh_store(dir.path(), "wide.db");
+    let wide_time = ingest(&mut wide, wide_id, 0, 2_000, 200);
+    let rate_200 = (2_000.0 * 200.0) / wide_time.as_secs_f64();
+    drop(wide);
+    drop(store);
+    let db = dir.path().join("synthetic.db");
+    let reader = Store::open_read_only(&db).expect("open read-only");
+
+    let show_t = median_time(5, || {
+        black_box(analysis::show(&reader, &show_query()).expect("show"));
+    });
+    let best_t = median_time(5, || {
+        black_box(analysis::best(&reader, &best_query()).expect("best"));
+    });
+    let pareto_t = median_time(5, || {
+        black_box(analysis::pareto(&reader, &pareto_query(false)).expect("pareto"));
+    });
+    let pareto_env_t = median_time(5, || {
+        black_box(analysis::pareto(&reader, &pareto_query(true)).expect("pareto"));
+    });
+    let show_rows = analysis::show(&reader, &show_query()).expect("show").rows.len();
+    // Where the time goes: the store calls behind every analysis.
+    let sid = reader.study_id(STUDY).expect("study id").expect("study");
+    let param_values_t = median_time(5, || {
+        black_box(reader.param_values(sid).expect("param values"));
+    });
+    let metric_names_t = median_time(5, || {
+        black_box(reader.metric_names(sid).expect("metric names"));
+    });
+    let all_keys: Vec<String> = study_record().params.iter().map(|p| p.name.clone()).collect();
+    let scalars_t = median_time(5, || {
+        black_box(
+            reader
+                .scalars(&ScalarQuery {
+                    study_id: sid,
+                    filters: vec![],
+                    group_by: all_keys.clone(),
+                    metrics: vec!["fct_s".into()],
+                })
+                .expect("scalars"),
+        );
+    });
+    let (mut batched, batched_id) = fresh_store(dir.path(), "batched.db");
+    let chunks: Vec<Vec<FinishedExperiment>> = (0..total)
+        .collect::<Vec<u64>>()
+        .chunks(256)
+        .map(|c| c.iter().map(|&i| experiment(i, METRICS.len())).collect())
+        .collect();
+    let t = Instant::now();
+    for chunk in &chunks {
+        batched.insert_experiments(batched_id, chunk).expect("insert batch");
+    }
+    let rate_batched = (total * METRICS.len() as u64) as f64 / t.elapsed().as_secs_f64();
+    drop(batched);
+
+    let mut table = analysis::Table::new(["measurement", "value", "goal"]);
+    table.push(vec![
+        format!("ingest, {total} experiments x 10 scalars (1 tx each)"),
+        format!("{rate_10:.0} scalars/s ({:.2} s)", build.as_secs_f64()),
+        ">= 200000/s".into(),
+    ]);
+    table.push(vec![
+        "ingest, 2000 experiments x 200 scalars (1 tx each)".into(),
+        format!("{rate_200:.0} scalars/s"),
+        ">= 200000/s".into(),
+    ]);
+    table.push(vec![
+        format!("ingest, {total} experiments x 10 scalars (256 per tx)"),
+        format!("{rate_batched:.0} scalars/s"),
+        ">= 200000/s".into(),
+    ]);
+    table.push(vec![
+        format!("show (default group-by, {show_rows} rows)"),
+        format!("{:.3} s", show_t.as_secs_f64()),
+        "<= 2 s".into(),
+    ]);
+    table.push(vec!["best --min fct_s".into(), format!("{:.3} s", best_t.as_secs_f64()), "<= 2 s".into()]);
+    table.push(vec!["pareto fct_s/bytes_on_wire".into(), format!("{:.3} s", pareto_t.as_secs_f64()), "<= 2 s".into()]);
+    table.push(vec!["pareto per environment".into(), format!("{:.3} s", pareto_env_t.as_secs_f64()), "<= 2 s".into()]);
+    table.push(vec!["  store: param_values".into(), format!("{:.3} s", param_values_t.as_secs_f64()), String::new()]);
+    table.push(vec!["  store: metric_names".into(), format!("{:.3} s", metric_names_t.as_secs_f64()), String::new()]);
+    table.push(vec![
+        "  store: scalars (1 metric, 5 keys)".into(),
+        format!("{:.3} s", scalars_t.as_secs_f64()),
+        String::new(),
+    ]);
+    println!("{table}");
+    println!(
+        "{}",
+        serde_json::json!({
+            "experiments": total,
+            "metrics": METRICS.len(),
+            "ingest_scalars_per_s": rate_10,
+            "ingest_wide_scalars_per_s": rate_200,
+            "ingest_batched_scalars_per_s": rate_batched,
+            "show_s": show_t.as_secs_f64(),
+            "best_s": best_t.as_secs_f64(),
+            "pareto_s": pareto_t.as_secs_f64(),
+            "pareto_per_environment_s": pareto_env_t.as_secs_f64(),
+        })
+    );
+
+    let mut c = Criterion::default().configure_from_args();
+    {
+        let mut group = c.benchmark_group("ingest");
+        group.sample_size(10);
+        for metrics in [10usize, 200] {
+            let experiments = 1_000u64;
+            group.throughput(Throughput::Elements(experiments * metrics as u64));
+            group.bench_with_input(BenchmarkId::new("scalars_per_experiment", metrics), &metrics, |b, &metrics| {
+                b.iter_custom(|iters| {
+                    let mut spent = Duration::ZERO;
+                    for _ in 0..iters {
+                        let (mut store, id) = fresh_store(dir.path(), "ingest.db");
+                        spent += ingest(&mut store, id, 0, experiments, metrics);
+                    }
+                    spent
+                })
+            });
+        }
+        group.finish();
+    }
+    {
+        let mut group = c.benchmark_group("analysis_30720x10");
+        group.sample_size(10);
+        group.bench_function("show", |b| b.iter(|| analysis::show(&reader, &show_query()).expect("show")));
+        group.bench_function("best", |b| b.iter(|| analysis::best(&reader, &best_query()).expect("best")));
+        group.bench_function("pareto", |b| b.iter(|| analysis::pareto(&reader, &pareto_query(false)).expect("pareto")));
+        group.bench_function("pareto_per_environment", |b| {
+            b.iter(|| analysis::pareto(&reader, &pareto_query(true)).expect("pareto"))
+        });
+        group.finish();
+    }
+    c.final_summary();
+}
