@@ -133,6 +133,16 @@ pub struct FieldError {
     pub got: String,
 }
 
+/// A study file or command template that is not valid TOML.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}: not valid TOML: {message}")]
+pub struct SyntaxError {
+    /// Where the parser stopped.
+    pub at: Location,
+    /// The parser's message.
+    pub message: String,
+}
+
 /// Why a study file (or a study built in code) is not valid.
 #[derive(Debug, thiserror::Error)]
 pub enum StudyError {
@@ -145,13 +155,8 @@ pub enum StudyError {
         source: std::io::Error,
     },
     /// Not valid TOML.
-    #[error("{at}: not valid TOML: {message}")]
-    Syntax {
-        /// Where the parser stopped.
-        at: Location,
-        /// The parser's message.
-        message: String,
-    },
+    #[error(transparent)]
+    Syntax(#[from] SyntaxError),
     /// A top-level key a study file does not have.
     #[error("{at}: unknown key `{key}`; a study file has: {}", allowed.join(", "))]
     UnknownKey {
@@ -326,8 +331,8 @@ impl StudyError {
         match self {
             StudyError::Read { .. } | StudyError::Invalid { .. } => None,
             StudyError::Field(f) => Some(&f.at),
-            StudyError::Syntax { at, .. }
-            | StudyError::UnknownKey { at, .. }
+            StudyError::Syntax(e) => Some(&e.at),
+            StudyError::UnknownKey { at, .. }
             | StudyError::ZeroRepetitions { at }
             | StudyError::NoTemplate { at, .. }
             | StudyError::UnknownTemplate { at, .. }
@@ -414,10 +419,7 @@ impl Study {
     /// from).
     pub fn parse(text: &str, path: &Path, templates: &[Arc<dyn Template>]) -> Result<Study, StudyError> {
         let src = Source { file: path, text };
-        let doc = DeTable::parse(text).map_err(|e| StudyError::Syntax {
-            at: src.at(e.span().unwrap_or(0..0)),
-            message: e.message().trim().to_string(),
-        })?;
+        let doc = src.parse_table()?;
         let doc = doc.get_ref();
         for (key, _) in entries(doc) {
             if !STUDY_KEYS.contains(&key.get_ref().as_ref()) {
@@ -869,7 +871,13 @@ pub(crate) struct Source<'a> {
     pub text: &'a str,
 }
 
-impl Source<'_> {
+impl<'a> Source<'a> {
+    /// The text parsed as a TOML table, with spans.
+    pub fn parse_table(&self) -> Result<Spanned<DeTable<'a>>, SyntaxError> {
+        DeTable::parse(self.text)
+            .map_err(|e| SyntaxError { at: self.at(e.span().unwrap_or(0..0)), message: e.message().trim().to_string() })
+    }
+
     /// The location of a span's start.
     pub fn at(&self, span: Range<usize>) -> Location {
         let (line, column) = line_col(self.text, span.start);
@@ -1088,7 +1096,7 @@ mod tests {
             ("template = \"t\"\n[configuration]\nn = \"4\"\n", 3, |e| matches!(e, StudyError::BadValue { .. })),
             ("template = \"t\"\n[environment]\nlink = \"rtt=x\"\n", 3, |e| matches!(e, StudyError::BadLink { .. })),
             ("template = \"t\"\ntimeout = \"0s\"\n", 2, |e| matches!(e, StudyError::Field(_))),
-            ("template = \"t\"\nx = [\n", 2, |e| matches!(e, StudyError::Syntax { .. })),
+            ("template = \"t\"\nx = [\n", 2, |e| matches!(e, StudyError::Syntax(_))),
         ];
         for (text, line, is) in cases {
             let e = parse(text).unwrap_err();

@@ -414,6 +414,132 @@ fn a_failing_sink_stops_the_run_with_its_error() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A sink that stores each batch whole or not at all (as the store does),
+/// remembers the ids of every batch it was given, and takes `slow` over
+/// each: what runs meanwhile finishes and queues up, so of two batches in a
+/// row (with `jobs` experiments running) one holds two or more. With
+/// `fail_shared`, it fails the first batch of more than one experiment.
+struct BatchSink {
+    inner: MemorySink,
+    batches: Vec<Vec<String>>,
+    slow: Duration,
+    fail_shared: bool,
+    failed: Option<usize>,
+}
+
+impl BatchSink {
+    fn new(slow: Duration, fail_shared: bool) -> BatchSink {
+        BatchSink { inner: MemorySink::default(), batches: Vec::new(), slow, fail_shared, failed: None }
+    }
+
+    fn stored_ids(&self, study_id: i64) -> Vec<String> {
+        self.inner.experiments(study_id).map(|e| e.planned.id.clone()).collect()
+    }
+}
+
+impl ResultSink for BatchSink {
+    type Error = std::io::Error;
+    fn stored_experiments(&self, study_id: i64) -> Result<HashMap<String, ExperimentStatus>, std::io::Error> {
+        Ok(self.inner.stored_experiments(study_id).unwrap())
+    }
+    fn insert_experiment(&mut self, study_id: i64, e: &FinishedExperiment) -> Result<(), std::io::Error> {
+        self.insert_experiments(study_id, std::slice::from_ref(e))
+    }
+    fn insert_experiments(&mut self, study_id: i64, batch: &[FinishedExperiment]) -> Result<(), std::io::Error> {
+        self.batches.push(batch.iter().map(|e| e.planned.id.clone()).collect());
+        std::thread::sleep(self.slow);
+        if self.fail_shared && self.failed.is_none() && batch.len() > 1 {
+            self.failed = Some(self.batches.len() - 1);
+            return Err(std::io::Error::other(format!("disk full in batch {}", self.batches.len())));
+        }
+        self.inner.insert_experiments(study_id, batch).map_err(std::io::Error::other)
+    }
+    fn delete_failed(&mut self, study_id: i64) -> Result<u64, std::io::Error> {
+        Ok(self.inner.delete_failed(study_id).unwrap())
+    }
+}
+
+#[test]
+fn experiments_finishing_together_are_stored_in_one_insert() {
+    let probe = Arc::new(Probe::new("probe", Behaviour::Record { ms: 0 }));
+    let calls = probe.calls.clone();
+    let templates = lookup(vec![probe]);
+    let plan: Vec<_> = (0..12).map(|x| experiment("probe", x, false, LONG)).collect();
+    let dir = root("batches");
+    let slow = Duration::from_millis(150);
+    let mut sink = BatchSink::new(slow, false);
+    let s = run(1, &plan, &templates, &mut sink, &options(&dir, 4)).unwrap();
+    assert_eq!((s.ran, s.ok, s.failed), (12, 12, 0));
+    assert_eq!(calls.load(Ordering::SeqCst), 12);
+
+    // What finished during a slow insert went to the sink together.
+    let sizes: Vec<usize> = sink.batches.iter().map(Vec::len).collect();
+    assert!(sizes.iter().filter(|&&n| n >= 2).count() >= 2, "too few shared batches: {sizes:?}");
+    assert!(sizes.len() < 12, "{sizes:?}");
+    assert!(sizes.iter().all(|&n| n <= 4), "a batch holds at most `jobs`: {sizes:?}");
+    // Every experiment went to the sink in exactly one batch, and is stored.
+    let mut given: Vec<String> = sink.batches.concat();
+    given.sort();
+    let mut expected: Vec<String> = plan.iter().map(|e| e.id.clone()).collect();
+    expected.sort();
+    assert_eq!(given, expected);
+    assert_eq!(sink.inner.experiments(1).count(), 12);
+    // Their wait for the slow insert is the runner's overhead.
+    let overhead = s.overhead.unwrap();
+    assert!(overhead.max_ms >= slow.as_secs_f64() * 1e3 * 0.9, "{overhead:?}");
+    assert!(!dir.join("probe-0005").exists(), "stored successes' work dirs are removed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sink_failing_on_a_batch_stops_the_run_and_resume_stores_each_experiment_once() {
+    let probe = Arc::new(Probe::new("probe", Behaviour::Record { ms: 0 }));
+    let calls = probe.calls.clone();
+    let templates = lookup(vec![probe]);
+    let plan: Vec<_> = (0..24).map(|x| experiment("probe", x, false, LONG)).collect();
+    let dir = root("batchfail");
+    let mut sink = BatchSink::new(Duration::from_millis(100), true);
+
+    let err = run(1, &plan, &templates, &mut sink, &options(&dir, 4)).unwrap_err();
+    let failed = sink.failed.expect("a batch of several experiments was given to the sink");
+    let lost = sink.batches[failed].clone();
+    match &err {
+        RunError::Sink { doing, source } => {
+            assert_eq!(source.to_string(), format!("disk full in batch {}", failed + 1));
+            assert!(doing.contains(&format!("storing {} experiments", lost.len())), "{doing}");
+            assert!(doing.contains(&lost[0]) && doing.contains(&lost[lost.len() - 1]), "{doing}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("disk full"), "{err}");
+    let stored = sink.stored_ids(1);
+    // All or none: nothing of the failed batch is stored; everything else
+    // that ran (before the failure, or still running then) is.
+    assert!(lost.iter().all(|id| !stored.contains(id)), "{lost:?} / {stored:?}");
+    let ran = calls.load(Ordering::SeqCst);
+    assert_eq!(ran, stored.len() + lost.len(), "everything that ran was given to the sink once");
+    assert!(ran < plan.len(), "nothing starts after the sink failed ({ran} ran)");
+    // A lost success's work dir stays behind; resume starts it afresh.
+    assert!(dir.join(&lost[0]).exists());
+
+    // Resume with a healthy sink: the lost batch runs again, nothing else.
+    sink.fail_shared = false;
+    let again = run(1, &plan, &templates, &mut sink, &options(&dir, 4)).unwrap();
+    assert_eq!(
+        (again.skipped, again.ran, again.ok),
+        (stored.len(), plan.len() - stored.len(), plan.len() - stored.len())
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), plan.len() + lost.len(), "only the lost batch ran twice");
+    // The sink refuses a duplicate, and holds each experiment once.
+    let mut all = sink.stored_ids(1);
+    assert_eq!(all.len(), plan.len());
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), plan.len());
+    assert!(!dir.join(&lost[0]).exists(), "stored at last, its work dir is removed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn rerun_repeats_an_experiment_without_storing_it() {
     let templates = lookup(vec![

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use braid_lab::oneoff::{run_experiments, OneOffOptions, OneOffResult};
 use braid_lab::param::Value;
+use braid_lab::record::Record;
 use braid_lab::study::Study;
+use braid_lab::template::builtin::priority;
 use braid_lab::template::{find_builtin, Template};
 
 fn run(template: &str, values: &[(&str, Value)], seed: u64) -> OneOffResult {
@@ -101,36 +103,67 @@ fn sim_priority_scalars_are_the_reports() {
     assert_eq!(report["scenario"], "switch");
     let phases = report["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 3);
-    for (i, p) in phases.iter().enumerate() {
-        let name = p["name"].as_str().unwrap();
-        for (j, f) in p["flows"].as_array().unwrap().iter().enumerate() {
-            let label = f["label"].as_str().unwrap();
+    // Phases and flows by index, in the scenario's order; the report
+    // names them.
+    for (k, p) in phases.iter().enumerate() {
+        for (i, _) in p["flows"].as_array().unwrap().iter().enumerate() {
             assert_eq!(
-                r.metric(&format!("throughput_mbps.{name}.{label}")),
-                Some(artifact_f64(&r, &format!("/phases/{i}/flows/{j}/mbps"))),
-                "{name}.{label}"
+                r.metric(&format!("throughput_mbps.phase{k}.flow{i}")),
+                Some(artifact_f64(&r, &format!("/phases/{k}/flows/{i}/mbps"))),
+                "phase {k} flow {i}"
             );
             assert_eq!(
-                r.metric(&format!("share_ratio.{name}.{label}")),
-                Some(artifact_f64(&r, &format!("/phases/{i}/flows/{j}/share_of_capacity")))
+                r.metric(&format!("share_of_capacity_ratio.phase{k}.flow{i}")),
+                Some(artifact_f64(&r, &format!("/phases/{k}/flows/{i}/share_of_capacity")))
             );
         }
-        assert_eq!(r.metric(&format!("jain.{name}")), Some(artifact_f64(&r, &format!("/phases/{i}/jain"))));
+        assert_eq!(r.metric(&format!("jain_index.phase{k}")), Some(artifact_f64(&r, &format!("/phases/{k}/jain"))));
         assert_eq!(
-            r.metric(&format!("queue_delay_p99_ms.{name}")),
-            Some(artifact_f64(&r, &format!("/phases/{i}/queuing_delay_p99_ms")))
+            r.metric(&format!("queuing_delay_p99_ms.phase{k}")),
+            Some(artifact_f64(&r, &format!("/phases/{k}/queuing_delay_p99_ms")))
         );
-        assert_eq!(r.metric(&format!("loss_ratio.{name}")), Some(artifact_f64(&r, &format!("/phases/{i}/loss"))));
+        assert_eq!(r.metric(&format!("loss_ratio.phase{k}")), Some(artifact_f64(&r, &format!("/phases/{k}/loss"))));
     }
-    assert_eq!(r.metric("queue_delay_p50_ms"), Some(artifact_f64(&r, "/queuing_delay_p50_ms")));
-    assert_eq!(r.metric("stalls"), Some(2.0));
+    assert_eq!(report["flows"][1]["label"], "dtl");
+    assert_eq!(r.metric("mean_throughput_mbps.flow1"), Some(artifact_f64(&r, "/flows/1/mean_mbps")));
+    assert_eq!(r.metric("queuing_delay_p50_ms"), Some(artifact_f64(&r, "/queuing_delay_p50_ms")));
+    assert_eq!(r.metric("switch_count"), Some(2.0));
     let worst =
         report["switches"].as_array().unwrap().iter().map(|s| s["stall_rtts"].as_f64().unwrap()).fold(0.0, f64::max);
     assert_eq!(r.metric("max_stall_rtts"), Some(worst));
     // Switch has five criteria; every one is counted once.
     assert_eq!(r.metric("checks_passed").unwrap() + r.metric("checks_failed").unwrap(), 5.0);
-    let bins = report["flows"][0]["throughput_mbps"].as_array().unwrap().len();
-    assert_eq!(r.series("throughput_mbps.tcp").len(), bins);
+    // Series at the middle of each bin.
+    let bins = report["flows"][0]["throughput_mbps"].as_array().unwrap();
+    let series = r.series("throughput_mbps.flow0");
+    assert_eq!(series.len(), bins.len());
+    let bin_secs = artifact_f64(&r, "/bin_secs");
+    for (k, (t, v)) in series.iter().enumerate() {
+        assert_eq!((*t, Some(*v)), ((k as f64 + 0.5) * bin_secs, bins[k].as_f64()), "bin {k}");
+    }
+    assert_eq!(r.series("queue_drops_packets").len(), bins.len());
+}
+
+#[test]
+fn both_priority_templates_record_through_one_function() {
+    // The simulator's records are exactly what the emulator template's
+    // record function makes of the same report: one set of names for
+    // `show` and `best` across both.
+    let r = priority(2);
+    let report = priority::report_of(&r).unwrap();
+    let scalars = priority::report_scalars(&report, 100.0);
+    let recorded: Vec<(String, f64)> = r
+        .records
+        .iter()
+        .filter_map(|x| match x {
+            Record::Metric { name, value } => Some((name.clone(), *value)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(recorded, scalars);
+    for (name, points) in priority::report_series(&report) {
+        assert_eq!(r.series(&name), points, "{name}");
+    }
 }
 
 #[test]

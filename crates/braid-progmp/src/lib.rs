@@ -4,8 +4,10 @@
 //! Owns: the lexer, parser and type checker, the compiler to closures and
 //! the runtime semantics of §3.3, the [`Environment`] interface a multipath
 //! transport implements to run schedulers, an in-memory environment for
-//! tests ([`MemoryEnv`]), and the schedulers of chapter 5 as `.progmp`
-//! sources ([`BUILTINS`]).
+//! tests ([`MemoryEnv`]), the schedulers of chapter 5 as `.progmp`
+//! sources ([`BUILTINS`]), and choosing a scheduler by a shipped one's
+//! name or a `.progmp` file ([`load_scheduler`]), as commands and studies
+//! name them.
 //!
 //! Must not depend on: tokio, sockets, `braid-net`, `braid-proto`, the
 //! system clock or a thread RNG. Time comes in as a
@@ -127,7 +129,9 @@ pub use env::{
     Action, Environment, PacketId, PacketInfo, PacketRef, Queue, Register, SubflowInfo,
     MAX_SUBFLOWS,
 };
-pub use library::{builtin, Builtin, Library, LibraryError, BUILTINS, DEFAULT_SCHEDULER};
+pub use library::{
+    builtin, load_scheduler, Builtin, Library, LibraryError, LoadError, BUILTINS, DEFAULT_SCHEDULER,
+};
 pub use memory::{MemPacket, MemoryEnv, Transmission};
 pub use runtime::{Program, RunReport, Scheduler, PRINT_BURST, PRINT_PER_SECOND};
 

@@ -194,3 +194,154 @@ impl Library {
         names
     }
 }
+
+/// Canonical form of a scheduler name: `minRTT`, `min-rtt` and `min_rtt`
+/// all name the shipped `min_rtt`.
+fn squash(name: &str) -> String {
+    name.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Why [`load_scheduler`] has no scheduler for what it was given.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file exists but could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The file as given.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a valid ProgMP scheduler.
+    #[error("{path}: not a valid ProgMP scheduler:\n{rendered}")]
+    Invalid {
+        /// The file as given.
+        path: String,
+        /// Every error, rendered with its position and the source line
+        /// ([`CompileError::render`]).
+        rendered: String,
+    },
+    /// Neither an existing file nor a shipped scheduler's name.
+    #[error("{name}: no such file, and not a shipped scheduler; expected a .progmp file or one of: {known}")]
+    Unknown {
+        /// The name as given.
+        name: String,
+        /// The shipped schedulers' names, comma-separated.
+        known: String,
+    },
+    /// A shipped scheduler does not compile (a bug in Braid, not in the
+    /// input).
+    #[error("shipped scheduler {name} does not compile: {error}")]
+    Shipped {
+        /// The shipped scheduler.
+        name: &'static str,
+        /// Why.
+        error: CompileError,
+    },
+}
+
+/// The scheduler a user names on a command line or in a study: an
+/// existing file is compiled as ProgMP, anything else names a shipped
+/// scheduler (underscores, dashes and case do not matter; `default` is
+/// [`DEFAULT_SCHEDULER`]). Returns the scheduler's name (the file's
+/// `SCHEDULER` name, else the path as given; a shipped one's canonical
+/// name) and its program.
+///
+/// ```
+/// let (name, _program) = braid_progmp::load_scheduler("minRTT").unwrap();
+/// assert_eq!(name, "min_rtt");
+/// let e = braid_progmp::load_scheduler("fastest").unwrap_err();
+/// assert!(e.to_string().contains("one of: min_rtt"));
+/// ```
+pub fn load_scheduler(name_or_file: &str) -> Result<(String, Arc<Program>), LoadError> {
+    let path = std::path::Path::new(name_or_file);
+    if path.is_file() {
+        let source = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: name_or_file.to_string(),
+            source,
+        })?;
+        let program = Program::compile(&source).map_err(|e| LoadError::Invalid {
+            path: name_or_file.to_string(),
+            rendered: e.render(name_or_file, &source),
+        })?;
+        let name = program
+            .name()
+            .map(str::to_string)
+            .unwrap_or_else(|| name_or_file.to_string());
+        return Ok((name, Arc::new(program)));
+    }
+    let wanted = squash(if name_or_file == "default" {
+        DEFAULT_SCHEDULER
+    } else {
+        name_or_file
+    });
+    let Some(builtin) = BUILTINS.iter().find(|b| squash(b.name) == wanted) else {
+        let known: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
+        return Err(LoadError::Unknown {
+            name: name_or_file.to_string(),
+            known: known.join(", "),
+        });
+    };
+    let program = Program::compile(builtin.source).map_err(|error| LoadError::Shipped {
+        name: builtin.name,
+        error,
+    })?;
+    Ok((builtin.name.to_string(), Arc::new(program)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_scheduler_loads_under_its_name_in_any_spelling() {
+        for b in BUILTINS {
+            assert_eq!(load_scheduler(b.name).unwrap().0, b.name);
+            assert_eq!(
+                load_scheduler(&b.name.to_uppercase().replace('_', "-"))
+                    .unwrap()
+                    .0,
+                b.name
+            );
+        }
+        assert_eq!(load_scheduler("default").unwrap().0, DEFAULT_SCHEDULER);
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_shipped_ones() {
+        match load_scheduler("fastest") {
+            Err(LoadError::Unknown { name, known }) => {
+                assert_eq!(name, "fastest");
+                assert_eq!(known.split(", ").count(), BUILTINS.len());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_compiles_and_a_bad_one_says_where() {
+        let dir = std::env::temp_dir().join(format!("progmp-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.progmp");
+        std::fs::write(&good, builtin("redundant").unwrap().source).unwrap();
+        assert_eq!(
+            load_scheduler(good.to_str().unwrap()).unwrap().0,
+            "redundant"
+        );
+        let unnamed = dir.join("unnamed.progmp");
+        std::fs::write(&unnamed, "SUBFLOWS.GET(0).PUSH(Q.POP());").unwrap();
+        assert_eq!(
+            load_scheduler(unnamed.to_str().unwrap()).unwrap().0,
+            unnamed.to_str().unwrap()
+        );
+        let bad = dir.join("bad.progmp");
+        std::fs::write(&bad, "SCHEDULER broken;\nVAR x = ;").unwrap();
+        let e = load_scheduler(bad.to_str().unwrap()).unwrap_err();
+        assert!(matches!(e, LoadError::Invalid { .. }), "{e:?}");
+        assert!(e.to_string().contains("bad.progmp:2:"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

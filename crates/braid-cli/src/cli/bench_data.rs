@@ -236,16 +236,9 @@ fn render(t: &braid_lab::analysis::table::Table) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BenchDataArgs,
-    }
 
     fn args(argv: &[&str]) -> BenchDataArgs {
-        Cli::try_parse_from(std::iter::once("data").chain(argv.iter().copied())).unwrap().args
+        crate::cli::parse_flags(argv)
     }
 
     fn value<'a>(e: &'a Experiment, name: &str) -> Option<&'a Value> {

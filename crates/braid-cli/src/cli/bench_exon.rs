@@ -273,16 +273,9 @@ fn report<T: DeserializeOwned>(r: &OneOffResult) -> anyhow::Result<T> {
 mod tests {
     use super::*;
     use braid_lab::template::Template;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BenchExonArgs,
-    }
 
     fn parse(argv: &[&str]) -> BenchExonArgs {
-        Cli::try_parse_from(std::iter::once("exon").chain(argv.iter().copied())).unwrap().args
+        crate::cli::parse_flags(argv)
     }
 
     fn get<'a>(e: &'a [(String, Value)], key: &str) -> Option<&'a Value> {

@@ -262,16 +262,9 @@ fn print_text(r: &MultipathReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BenchMultipathArgs,
-    }
 
     fn args(argv: &[&str]) -> BenchMultipathArgs {
-        Cli::try_parse_from(std::iter::once("multipath").chain(argv.iter().copied())).unwrap().args
+        crate::cli::parse_flags(argv)
     }
 
     fn value<'a>(e: &'a Experiment, name: &str) -> Option<&'a Value> {

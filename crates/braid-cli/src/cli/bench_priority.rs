@@ -250,13 +250,7 @@ mod tests {
     }
 
     fn args(argv: &[&str]) -> BenchPriorityArgs {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            a: BenchPriorityArgs,
-        }
-        Cli::parse_from(std::iter::once("x").chain(argv.iter().copied())).a
+        crate::cli::parse_flags(argv)
     }
 
     fn get<'a>(values: &'a [(String, Value)], name: &str) -> Option<&'a Value> {

@@ -240,6 +240,16 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
+/// A command's flags parsed as `braid` parses them, for the commands'
+/// tests: flags clap refuses fail the test.
+#[cfg(test)]
+pub(crate) fn parse_flags<A: Args + clap::FromArgMatches>(flags: &[&str]) -> A {
+    let command = A::augment_args(clap::Command::new("braid"));
+    let matches = command.try_get_matches_from(std::iter::once("braid").chain(flags.iter().copied()));
+    let matches = matches.unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+    A::from_arg_matches(&matches).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use braid::size::ByteSize;
 use braid::transfer::{self, Source};
-use braid::progmp::Program;
+use braid::progmp::{LoadError, Program};
 use braid::Endpoint;
 use braid_net::PathInfo;
 use clap::Args;
@@ -80,35 +80,15 @@ pub fn parse_path_pair(s: &str) -> Result<(IpAddr, SocketAddr), String> {
     Ok((local, remote))
 }
 
-/// Canonical form of a scheduler name: `minrtt`, `min-rtt` and `min_rtt`
-/// all name the shipped `min_rtt`.
-fn squash(name: &str) -> String {
-    name.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
-}
-
 /// A `--scheduler NAME_OR_FILE`: an existing file is compiled, else the
-/// shipped scheduler of that name (underscores and dashes optional).
+/// shipped scheduler of that name (underscores and dashes optional); see
+/// [`braid::progmp::load_scheduler`].
 pub fn load_scheduler(name_or_file: &str) -> anyhow::Result<(String, Arc<Program>)> {
-    let path = std::path::Path::new(name_or_file);
-    if path.is_file() {
-        let source = std::fs::read_to_string(path).with_context(|| format!("--scheduler {name_or_file}: cannot read"))?;
-        let program = Program::compile(&source).map_err(|e| {
-            anyhow::anyhow!("--scheduler {name_or_file}: not a valid ProgMP scheduler:\n{}", e.render(name_or_file, &source))
-        })?;
-        let name = program.name().map(str::to_string).unwrap_or_else(|| name_or_file.to_string());
-        return Ok((name, Arc::new(program)));
-    }
-    let wanted = squash(if name_or_file == "default" { braid::progmp::DEFAULT_SCHEDULER } else { name_or_file });
-    let builtin = braid::progmp::BUILTINS.iter().find(|b| squash(b.name) == wanted).ok_or_else(|| {
-        let known: Vec<_> = braid::progmp::BUILTINS.iter().map(|b| b.name).collect();
-        anyhow::anyhow!(
-            "--scheduler {name_or_file}: no such file, and not a shipped scheduler; expected a .progmp file or one of: {}",
-            known.join(", ")
-        )
-    })?;
-    let program = Program::compile(builtin.source)
-        .map_err(|e| anyhow::anyhow!("shipped scheduler {} does not compile: {e}", builtin.name))?;
-    Ok((builtin.name.to_string(), Arc::new(program)))
+    braid::progmp::load_scheduler(name_or_file).map_err(|e| match e {
+        LoadError::Read { path, source } => anyhow::Error::new(source).context(format!("--scheduler {path}: cannot read")),
+        LoadError::Invalid { .. } | LoadError::Unknown { .. } => anyhow::anyhow!("--scheduler {e}"),
+        LoadError::Shipped { .. } => anyhow::anyhow!("{e}"),
+    })
 }
 
 /// One path in a summary.

@@ -134,18 +134,9 @@ mod tests {
     use super::*;
     use braid_lab::harness::sim_transfer::{self, SimTransferConfig};
     use braid_lab::template::Template;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: SimTransferArgs,
-    }
 
     fn args(flags: &[&str]) -> SimTransferArgs {
-        let mut argv = vec!["braid"];
-        argv.extend_from_slice(flags);
-        Cli::try_parse_from(argv).unwrap().args
+        crate::cli::parse_flags(flags)
     }
 
     #[test]

@@ -215,18 +215,9 @@ mod tests {
     use braid_lab::harness::priority_sim::ScenarioOptions;
     use braid_lab::param::Params;
     use braid_lab::template::Template;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: SimPriorityArgs,
-    }
 
     fn args(flags: &[&str]) -> SimPriorityArgs {
-        let mut argv = vec!["braid"];
-        argv.extend_from_slice(flags);
-        Cli::try_parse_from(argv).unwrap().args
+        crate::cli::parse_flags(flags)
     }
 
     /// The harness configs the experiments of `flags` run.

@@ -7,6 +7,10 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+// The lab plots' colours and drawing types, so that bench charts and lab
+// plots look alike.
+use super::style::{colour, Chart, Root, FONT, MARGIN, TITLE_SIZE};
+
 /// A chart that could not be drawn or written.
 #[derive(Debug, thiserror::Error)]
 #[error("writing the plot {path}: {reason}")]
@@ -44,23 +48,6 @@ pub struct BarChart {
     pub groups: Vec<(String, Vec<(String, f64)>)>,
 }
 
-/// Colours distinguishable in print and by most colour-blind readers
-/// (Okabe–Ito).
-const COLOURS: [RGBColor; 8] = [
-    RGBColor(0, 114, 178),
-    RGBColor(213, 94, 0),
-    RGBColor(0, 158, 115),
-    RGBColor(204, 121, 167),
-    RGBColor(230, 159, 0),
-    RGBColor(86, 180, 233),
-    RGBColor(0, 0, 0),
-    RGBColor(240, 228, 66),
-];
-
-fn colour(i: usize) -> RGBColor {
-    COLOURS[i % COLOURS.len()]
-}
-
 const SIZE: (u32, u32) = (1000, 560);
 
 /// A range that contains `lo..hi` with a little headroom, never empty.
@@ -72,13 +59,10 @@ fn padded(lo: f64, hi: f64) -> std::ops::Range<f64> {
     lo..hi + (hi - lo) * 0.08
 }
 
-type Root<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
-
 /// The frame every chart shares: title, margins, axis label areas.
 fn frame<'a, 'b>(root: &'a Root<'b>, title: &str) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
     let mut b = ChartBuilder::on(root);
-    b.caption(title, ("sans-serif", 22)).margin(12).x_label_area_size(44).y_label_area_size(64);
+    b.caption(title, (FONT, TITLE_SIZE)).margin(MARGIN).x_label_area_size(44).y_label_area_size(64);
     b
 }
 
@@ -116,7 +100,7 @@ fn draw_lines(path: &Path, c: &LineChart) -> Result<(), Box<dyn std::error::Erro
         let near = (x_max - x_min).abs() * 0.02;
         let same_x_before = c.markers[..i].iter().filter(|(x0, _)| (x0 - x).abs() <= near).count();
         let y = y_top * (0.97 - 0.045 * same_x_before as f64);
-        chart.draw_series([Text::new(label.clone(), (*x, y), ("sans-serif", 14))])?;
+        chart.draw_series([Text::new(label.clone(), (*x, y), (FONT, 14))])?;
     }
     for (i, s) in c.series.iter().enumerate() {
         let style = colour(i).stroke_width(2);

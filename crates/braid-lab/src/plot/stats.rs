@@ -55,14 +55,9 @@ pub struct BoxStats {
 /// assert_eq!(quantile_sorted(&[], 0.5), None);
 /// ```
 pub fn quantile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() || !(0.0..=1.0).contains(&p) {
-        return None;
-    }
-    let h = (sorted.len() - 1) as f64 * p;
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    let frac = h - lo as f64;
-    Some(sorted[lo] + frac * (sorted[hi] - sorted[lo]))
+    // One definition for the boxes and the analysis tables, so a box's
+    // median is the median `braid lab show` prints.
+    crate::analysis::stats::percentile_sorted(sorted, p)
 }
 
 /// The box of `values`, skipping NaN and infinite values; `None` when no

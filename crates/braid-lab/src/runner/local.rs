@@ -1,11 +1,23 @@
 //! The local executor's scheduling: job slots, exclusive experiments, and
-//! storing each outcome as it arrives.
+//! storing outcomes as they arrive, those that arrive together in one
+//! insert.
 //!
 //! The calling thread is the only one that touches the sink. Each
 //! experiment runs on a thread of its own (see [`execute`](super::execute))
-//! and sends its outcome back over a channel; the calling thread starts
-//! experiments in the plan's order while a slot is free, and otherwise
-//! waits for an outcome, stores it, and frees the slot.
+//! and sends its outcome back over a channel. The calling thread loops:
+//! take every outcome waiting in the channel (without blocking), store
+//! them with one [`ResultSink::insert_experiments`] (one transaction in the
+//! store: short experiments finishing together cost one commit, not one
+//! each), start experiments in the plan's order while a slot is free, and
+//! otherwise block until the next outcome.
+//!
+//! Storing before starting keeps two promises. An outcome waits at most
+//! for the store call in progress, never for more experiments to finish,
+//! so a `kill -9` loses at most the batch being written (resume reruns
+//! it). And once the sink fails nothing new starts: a slot is refilled
+//! only after the outcome that freed it went to the sink. Slots free only
+//! when their outcome is taken, so a batch holds at most `jobs`
+//! experiments (plus any whose thread could not start).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc;
@@ -27,9 +39,34 @@ struct Done {
     outcome: Outcome,
 }
 
-/// A started experiment.
-struct Running {
-    launched: Instant,
+/// The job slots: which experiments are running (by index in `pending`,
+/// with when each was launched), and whether one of them is exclusive.
+#[derive(Default)]
+struct Slots {
+    running: HashMap<usize, Instant>,
+    exclusive: bool,
+}
+
+impl Slots {
+    /// Whether `experiment` may start now: nothing runs beside an
+    /// exclusive experiment, and it waits for the running ones to end.
+    fn free_for(&self, experiment: &PlannedExperiment, jobs: usize) -> bool {
+        !self.exclusive && if experiment.exclusive { self.running.is_empty() } else { self.running.len() < jobs }
+    }
+
+    fn occupy(&mut self, index: usize, experiment: &PlannedExperiment, launched: Instant) {
+        self.exclusive = experiment.exclusive;
+        self.running.insert(index, launched);
+    }
+
+    /// Free the slot of experiment `index`; when it was launched.
+    fn free(&mut self, index: usize, experiment: &PlannedExperiment) -> Option<Instant> {
+        let launched = self.running.remove(&index)?;
+        if experiment.exclusive {
+            self.exclusive = false;
+        }
+        Some(launched)
+    }
 }
 
 /// See [`super::run`].
@@ -94,15 +131,17 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
         error: None,
     };
     let (tx, rx) = mpsc::channel::<Done>();
-    let mut running: HashMap<usize, Running> = HashMap::new();
-    let mut exclusive_running = false;
+    let mut slots = Slots::default();
     let mut next = 0;
+    let mut batch = Batch::default();
     loop {
-        let can_start = next < pending.len()
-            && scheduler.error.is_none()
-            && !exclusive_running
-            && if pending[next].exclusive { running.is_empty() } else { running.len() < options.jobs };
-        if can_start {
+        // Everything that finished meanwhile goes into one insert.
+        while let Ok(done) = rx.try_recv() {
+            arrived(done, &mut slots, &pending, &scheduler, &mut batch);
+        }
+        scheduler.store(sink, &pending, &mut batch);
+
+        while next < pending.len() && scheduler.error.is_none() && slots.free_for(pending[next], options.jobs) {
             let experiment = pending[next];
             let index = next;
             next += 1;
@@ -122,29 +161,30 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
                 });
             match spawned {
                 Ok(_) => {
-                    exclusive_running = experiment.exclusive;
-                    running.insert(index, Running { launched });
+                    slots.occupy(index, experiment, launched);
                     scheduler.progress.started();
                 }
                 Err(e) => {
                     let outcome = not_started(format!("cannot start a thread for it: {e}"));
-                    scheduler.store(sink, experiment, outcome, launched);
+                    batch.push(scheduler.finished(experiment, outcome), index, launched);
                 }
             }
+        }
+        if !batch.is_empty() {
+            // Experiments that could not start: store them before waiting.
             continue;
         }
-        if running.is_empty() {
+        if slots.running.is_empty() {
             break;
         }
         // Every running experiment's thread holds a sender, so this returns
         // once one of them is done.
         let Ok(done) = rx.recv() else { break };
-        let Some(r) = running.remove(&done.index) else { continue };
-        if pending[done.index].exclusive {
-            exclusive_running = false;
-        }
-        scheduler.store(sink, pending[done.index], done.outcome, r.launched);
+        arrived(done, &mut slots, &pending, &scheduler, &mut batch);
     }
+    // The loop only ends with nothing waiting; this keeps "stored before
+    // returning" true even if that changes.
+    scheduler.store(sink, &pending, &mut batch);
     scheduler.progress.finish();
     if let Some(e) = scheduler.error {
         return Err(e);
@@ -153,6 +193,20 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
     summary.elapsed_s = began.elapsed().as_secs_f64();
     summary.overhead = OverheadStats::from_samples(&scheduler.overheads);
     Ok(summary)
+}
+
+/// An outcome came back: free its slot and queue it for storing.
+fn arrived(
+    done: Done,
+    slots: &mut Slots,
+    pending: &[&PlannedExperiment],
+    scheduler: &Scheduler<'_>,
+    batch: &mut Batch,
+) {
+    let experiment = pending[done.index];
+    if let Some(launched) = slots.free(done.index, experiment) {
+        batch.push(scheduler.finished(experiment, done.outcome), done.index, launched);
+    }
 }
 
 /// The template of every pending experiment, looked up once per name,
@@ -172,6 +226,43 @@ fn resolve_templates<'p>(
     Ok(found)
 }
 
+/// Finished experiments waiting to be stored together.
+#[derive(Default)]
+struct Batch {
+    /// What goes to the sink, as one slice.
+    finished: Vec<FinishedExperiment>,
+    /// For each: its index in `pending`, when it was launched and how long
+    /// its template ran.
+    meta: Vec<(usize, Instant, Duration)>,
+}
+
+impl Batch {
+    fn push(&mut self, (finished, busy): (FinishedExperiment, Duration), index: usize, launched: Instant) {
+        self.finished.push(finished);
+        self.meta.push((index, launched, busy));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.finished.is_empty()
+    }
+
+    /// What a failed insert was doing, naming the experiments.
+    fn describe(&self) -> String {
+        match self.finished.as_slice() {
+            [one] => format!("storing experiment {}", one.planned.id),
+            [first, .., last] => {
+                format!(
+                    "storing {} experiments together ({} … {})",
+                    self.finished.len(),
+                    first.planned.id,
+                    last.planned.id
+                )
+            }
+            [] => "storing nothing".to_string(),
+        }
+    }
+}
+
 /// The scheduler's state besides its slots.
 struct Scheduler<'o> {
     study_id: i64,
@@ -185,16 +276,8 @@ struct Scheduler<'o> {
 }
 
 impl Scheduler<'_> {
-    /// Store an outcome, count it, and remove the work directory of a
-    /// success.
-    fn store<S: ResultSink + ?Sized>(
-        &mut self,
-        sink: &mut S,
-        experiment: &PlannedExperiment,
-        outcome: Outcome,
-        launched: Instant,
-    ) {
-        let busy = outcome.busy;
+    /// The experiment as it will be stored, and its template's time.
+    fn finished(&self, experiment: &PlannedExperiment, outcome: Outcome) -> (FinishedExperiment, Duration) {
         let finished = FinishedExperiment {
             planned: experiment.clone(),
             status: outcome.status,
@@ -208,23 +291,57 @@ impl Scheduler<'_> {
             git_commit: GIT_COMMIT.to_string(),
             records: outcome.records,
         };
-        let failed = !matches!(finished.status, ExperimentStatus::Ok);
-        if let Err(e) = sink.insert_experiment(self.study_id, &finished) {
-            if self.error.is_none() {
-                self.error = Some(RunError::Sink {
-                    doing: format!("storing experiment {}", experiment.id),
-                    source: Box::new(e),
-                });
-            }
-            self.progress.finished(experiment, true, launched.elapsed());
+        (finished, outcome.busy)
+    }
+
+    /// Store the batch in one insert and empty it; count what was stored
+    /// and remove the work directories of its successes. If the sink
+    /// fails, the batch counts as not stored (the store stores all or
+    /// none; resume reruns it) and its work directories stay.
+    fn store<S: ResultSink + ?Sized>(&mut self, sink: &mut S, pending: &[&PlannedExperiment], batch: &mut Batch) {
+        if batch.is_empty() {
             return;
         }
+        let result = sink.insert_experiments(self.study_id, &batch.finished);
+        let stored_at = Instant::now();
+        match result {
+            Err(e) => {
+                if self.error.is_none() {
+                    self.error = Some(RunError::Sink { doing: batch.describe(), source: Box::new(e) });
+                }
+                for &(index, launched, _) in &batch.meta {
+                    self.progress.finished(pending[index], true, stored_at.saturating_duration_since(launched));
+                }
+            }
+            Ok(()) => {
+                for (finished, &(index, launched, busy)) in batch.finished.iter().zip(&batch.meta) {
+                    self.stored(pending[index], finished.status, launched, stored_at, busy);
+                }
+            }
+        }
+        batch.finished.clear();
+        batch.meta.clear();
+    }
+
+    /// Count one stored experiment. Its time runs from its launch to its
+    /// batch's commit, plus removing its own work directory (not the
+    /// others' in the batch).
+    fn stored(
+        &mut self,
+        experiment: &PlannedExperiment,
+        status: ExperimentStatus,
+        launched: Instant,
+        stored_at: Instant,
+        busy: Duration,
+    ) {
         self.summary.ran += 1;
-        match finished.status {
+        match status {
             ExperimentStatus::Ok => self.summary.ok += 1,
             ExperimentStatus::Failed => self.summary.failed += 1,
             ExperimentStatus::TimedOut => self.summary.timed_out += 1,
         }
+        let failed = !matches!(status, ExperimentStatus::Ok);
+        let cleaning = Instant::now();
         if !failed && !self.options.keep_work_dirs {
             let dir = self.options.work_root.join(&experiment.id);
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -233,7 +350,7 @@ impl Scheduler<'_> {
                 }
             }
         }
-        let total = launched.elapsed();
+        let total = stored_at.saturating_duration_since(launched) + cleaning.elapsed();
         self.overheads.push(total.saturating_sub(busy));
         self.progress.finished(experiment, failed, total);
     }

@@ -11,6 +11,10 @@
 //! - it runs up to `jobs` experiments at once, each on its own thread, in
 //!   the plan's order; an `exclusive` experiment runs alone (the runner
 //!   waits for the running ones, runs it, then goes on);
+//! - it stores experiments as they finish, those that finish together in
+//!   one [`ResultSink::insert_experiments`] (one store transaction), before
+//!   starting more: a `kill -9` loses at most the batch being written, and
+//!   resuming reruns it;
 //! - each experiment gets a private work directory `<work_root>/<id>/`
 //!   holding its records file and logs, removed once its results are
 //!   stored (kept when it failed, for its logs, or with `keep_work_dirs`);
@@ -237,8 +241,8 @@ pub enum RunError {
 }
 
 /// Run the experiments of `plan` that `sink` does not hold yet for study
-/// `study_id`, store each as it finishes, and say what happened. See the
-/// [module documentation](self).
+/// `study_id`, store them as they finish (those finishing together in one
+/// insert), and say what happened. See the [module documentation](self).
 pub fn run<S: ResultSink + ?Sized>(
     study_id: i64,
     plan: &[PlannedExperiment],

@@ -1,8 +1,8 @@
 //! Where the runner stores finished experiments: the [`ResultSink`] trait
-//! (the store implements it; these three calls are all the runner needs of
-//! it) and [`MemorySink`], a sink in memory for tests and dry runs.
+//! (the store implements it; these calls are all the runner needs of it)
+//! and [`MemorySink`], a sink in memory for tests and dry runs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::store_api::{ExperimentStatus, FinishedExperiment};
 
@@ -17,6 +17,19 @@ pub trait ResultSink {
     /// Store one finished experiment. Must refuse an id already stored for
     /// the study ("never stored twice").
     fn insert_experiment(&mut self, study_id: i64, experiment: &FinishedExperiment) -> Result<(), Self::Error>;
+
+    /// Store several finished experiments (distinct ids) together: the
+    /// runner passes everything that finished while it was busy, so a sink
+    /// with transactions pays one commit for the lot.
+    ///
+    /// A sink should store all of them or none (the store does: one
+    /// transaction). This default stores them one at a time and stops at
+    /// the first error, so a prefix may stay stored; resuming is correct
+    /// either way, since the runner reruns only what
+    /// [`stored_experiments`](Self::stored_experiments) lacks.
+    fn insert_experiments(&mut self, study_id: i64, batch: &[FinishedExperiment]) -> Result<(), Self::Error> {
+        batch.iter().try_for_each(|e| self.insert_experiment(study_id, e))
+    }
 
     /// Delete the study's failed and timed-out experiments (before they
     /// are run again); returns how many.
@@ -34,6 +47,10 @@ impl ResultSink for crate::store::Store {
         crate::store::Store::insert_experiment(self, study_id, experiment)
     }
 
+    fn insert_experiments(&mut self, study_id: i64, batch: &[FinishedExperiment]) -> Result<(), Self::Error> {
+        crate::store::Store::insert_experiments(self, study_id, batch)
+    }
+
     fn delete_failed(&mut self, study_id: i64) -> Result<u64, Self::Error> {
         crate::store::Store::delete_failed(self, study_id)
     }
@@ -43,6 +60,9 @@ impl ResultSink for crate::store::Store {
 #[derive(Debug, Default)]
 pub struct MemorySink {
     stored: Vec<(i64, FinishedExperiment)>,
+    /// The ids in `stored`, by study: refusing a duplicate must not cost a
+    /// scan of everything stored (a study has tens of thousands).
+    ids: HashMap<i64, HashSet<String>>,
 }
 
 /// [`MemorySink`] refused an insert.
@@ -75,16 +95,106 @@ impl ResultSink for MemorySink {
     }
 
     fn insert_experiment(&mut self, study_id: i64, experiment: &FinishedExperiment) -> Result<(), MemorySinkError> {
-        if self.get(study_id, &experiment.planned.id).is_some() {
-            return Err(MemorySinkError { study_id, id: experiment.planned.id.clone() });
+        self.insert_experiments(study_id, std::slice::from_ref(experiment))
+    }
+
+    /// All or none: an id already stored, or twice in `batch`, refuses the
+    /// whole batch.
+    fn insert_experiments(&mut self, study_id: i64, batch: &[FinishedExperiment]) -> Result<(), MemorySinkError> {
+        let stored = self.ids.get(&study_id);
+        let mut seen = HashSet::with_capacity(batch.len());
+        for e in batch {
+            let id = e.planned.id.as_str();
+            if !seen.insert(id) || stored.is_some_and(|ids| ids.contains(id)) {
+                return Err(MemorySinkError { study_id, id: id.to_string() });
+            }
         }
-        self.stored.push((study_id, experiment.clone()));
+        self.ids.entry(study_id).or_default().extend(batch.iter().map(|e| e.planned.id.clone()));
+        self.stored.extend(batch.iter().map(|e| (study_id, e.clone())));
         Ok(())
     }
 
     fn delete_failed(&mut self, study_id: i64) -> Result<u64, MemorySinkError> {
         let before = self.stored.len();
-        self.stored.retain(|(s, e)| *s != study_id || matches!(e.status, ExperimentStatus::Ok));
+        let ids = self.ids.entry(study_id).or_default();
+        self.stored.retain(|(s, e)| {
+            let keep = *s != study_id || matches!(e.status, ExperimentStatus::Ok);
+            if !keep {
+                ids.remove(&e.planned.id);
+            }
+            keep
+        });
         Ok((before - self.stored.len()) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::param::Params;
+    use crate::plan::PlannedExperiment;
+    use std::time::Duration;
+
+    fn finished(id: &str, status: ExperimentStatus) -> FinishedExperiment {
+        FinishedExperiment {
+            planned: PlannedExperiment {
+                id: id.into(),
+                template: "t".into(),
+                template_version: 1,
+                params: Params::default(),
+                repetition: 0,
+                seed: 0,
+                timeout: Duration::from_secs(1),
+                exclusive: false,
+                expected: Duration::from_millis(1),
+            },
+            status,
+            exit_code: None,
+            error: None,
+            stderr_tail: String::new(),
+            started: 0.0,
+            ended: 0.0,
+            host: "h".into(),
+            braid_version: "0".into(),
+            git_commit: "0".into(),
+            records: Vec::new(),
+        }
+    }
+
+    fn ids(sink: &MemorySink, study: i64) -> Vec<&str> {
+        sink.experiments(study).map(|e| e.planned.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_batch_is_stored_whole_or_not_at_all() {
+        let mut sink = MemorySink::default();
+        let ok = ExperimentStatus::Ok;
+        sink.insert_experiments(1, &[finished("a", ok), finished("b", ok)]).unwrap();
+        // "b" is stored already: "c" is not stored either.
+        let err = sink.insert_experiments(1, &[finished("c", ok), finished("b", ok)]).unwrap_err();
+        assert_eq!(err, MemorySinkError { study_id: 1, id: "b".into() });
+        // Twice in one batch.
+        let err = sink.insert_experiments(1, &[finished("d", ok), finished("d", ok)]).unwrap_err();
+        assert_eq!(err.id, "d");
+        assert_eq!(ids(&sink, 1), ["a", "b"]);
+        // Another study is its own; one at a time goes the same way.
+        sink.insert_experiments(2, &[finished("a", ok)]).unwrap();
+        assert!(sink.insert_experiment(2, &finished("a", ok)).is_err());
+        assert_eq!(ids(&sink, 2), ["a"]);
+    }
+
+    #[test]
+    fn a_deleted_failure_can_be_stored_again() {
+        let mut sink = MemorySink::default();
+        sink.insert_experiments(1, &[finished("a", ExperimentStatus::Ok), finished("f", ExperimentStatus::Failed)])
+            .unwrap();
+        sink.insert_experiment(2, &finished("f", ExperimentStatus::TimedOut)).unwrap();
+        assert!(sink.insert_experiment(1, &finished("f", ExperimentStatus::Ok)).is_err());
+        assert_eq!(sink.delete_failed(1).unwrap(), 1);
+        sink.insert_experiment(1, &finished("f", ExperimentStatus::Ok)).unwrap();
+        assert!(sink.insert_experiment(1, &finished("a", ExperimentStatus::Ok)).is_err());
+        // Study 2's failure is untouched.
+        assert!(sink.insert_experiment(2, &finished("f", ExperimentStatus::Ok)).is_err());
+        assert_eq!(ids(&sink, 1), ["a", "f"]);
     }
 }

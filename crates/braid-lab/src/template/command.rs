@@ -70,6 +70,7 @@ use crate::param::{valid_name, ParamDecl, ParamType, Params, Role};
 use crate::record::{parse_records, RECORDS_ENV};
 use crate::study::{
     bool_field, duration_field, entries, int_field, name_field, plain_value, str_field, FieldError, Location, Source,
+    SyntaxError,
 };
 
 /// The records file in the work directory (`BRAID_LAB_RECORDS`).
@@ -108,13 +109,8 @@ pub enum CommandTemplateError {
         source: std::io::Error,
     },
     /// Not valid TOML.
-    #[error("{at}: not valid TOML: {message}")]
-    Syntax {
-        /// Where the parser stopped.
-        at: Location,
-        /// The parser's message.
-        message: String,
-    },
+    #[error(transparent)]
+    Syntax(#[from] SyntaxError),
     /// A key a command template (or a parameter table) does not have.
     #[error("{at}: unknown key `{key}` in {table}; allowed: {}", allowed.join(", "))]
     UnknownKey {
@@ -178,8 +174,8 @@ impl CommandTemplateError {
         match self {
             CommandTemplateError::Read { .. } => None,
             CommandTemplateError::Field(f) => Some(&f.at),
-            CommandTemplateError::Syntax { at, .. }
-            | CommandTemplateError::UnknownKey { at, .. }
+            CommandTemplateError::Syntax(e) => Some(&e.at),
+            CommandTemplateError::UnknownKey { at, .. }
             | CommandTemplateError::Missing { at, .. }
             | CommandTemplateError::BadParam { at, .. }
             | CommandTemplateError::UnknownPlaceholder { at, .. }
@@ -222,10 +218,7 @@ impl CommandTemplate {
     /// start from.
     pub fn parse(text: &str, path: &Path) -> Result<CommandTemplate, CommandTemplateError> {
         let src = Source { file: path, text };
-        let doc = DeTable::parse(text).map_err(|e| CommandTemplateError::Syntax {
-            at: src.at(e.span().unwrap_or(0..0)),
-            message: e.message().trim().to_string(),
-        })?;
+        let doc = src.parse_table()?;
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         CommandTemplate::from_table(doc.get_ref(), &src, path.parent().unwrap_or(Path::new("")), &stem)
     }

@@ -140,16 +140,9 @@ pub async fn run(args: StreamArgs) -> anyhow::Result<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: StreamArgs,
-    }
 
     fn parse(argv: &[&str]) -> StreamArgs {
-        Cli::try_parse_from(std::iter::once("stream").chain(argv.iter().copied())).unwrap().args
+        crate::cli::parse_flags(argv)
     }
 
     fn value<'a>(e: &'a [(String, Value)], key: &str) -> &'a Value {

@@ -11,6 +11,8 @@ pub mod sim_multipath;
 pub mod sim_priority;
 pub mod sim_transfer;
 pub mod stream;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 use std::sync::Arc;
 

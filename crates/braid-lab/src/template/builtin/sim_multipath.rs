@@ -321,10 +321,7 @@ mod tests {
     use super::*;
 
     fn with(values: &[(&str, Value)]) -> Params {
-        let mut p = Params::default();
-        for d in SimMultipath.params() {
-            p.insert(&d.name, d.default);
-        }
+        let mut p = crate::template::builtin::test_support::defaults(&SimMultipath);
         for (k, v) in values {
             p.insert(k, v.clone());
         }
@@ -374,9 +371,6 @@ mod tests {
 
     #[test]
     fn every_default_parses_with_its_type() {
-        for d in SimMultipath.params() {
-            assert_eq!(d.ty.parse_text(&d.default.to_text()).unwrap(), d.default, "{}", d.name);
-            assert!(crate::param::valid_name(&d.name), "{}", d.name);
-        }
+        crate::template::builtin::test_support::assert_declarations_valid(&SimMultipath, &[]);
     }
 }

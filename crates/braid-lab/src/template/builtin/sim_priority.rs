@@ -7,36 +7,39 @@
 //! against TCP, or two MulTCP(`n`) flows), `switch` or `five`.
 //!
 //! The path is the scenario's own (the paper's) unless `link` names one
-//! (its default, the ideal link `rtt=0ms`, stands for the scenario's own:
-//! an ideal link has no bottleneck, so it is never a priority scenario's);
-//! `rtt`, `rate_mbps` and `queue` then override parts of whichever path
-//! is used, each only when set (not zero), so a study can sweep RTT ×
-//! rate × queue depth around every scenario's own link. `queue` is the
-//! buffer as the time it takes to drain at the rate (DTL's "200 ms of
-//! buffer"): bytes = rate × queue.
+//! (its default, empty, stands for the scenario's own, and so does any
+//! ideal link: it has no bottleneck, so it is never a priority
+//! scenario's); `rtt`, `rate_mbps` and `queue` then override parts of
+//! whichever path is used, each only when set (not zero), so a study can
+//! sweep RTT × rate × queue depth around every scenario's own link.
+//! `queue` is the buffer as the time it takes to drain at the rate (DTL's
+//! "200 ms of buffer"): bytes = rate × queue.
 //!
-//! Records:
-//! - per phase P and flow F: `throughput_mbps.P.F`, `share_ratio.P.F`
-//!   (of the link rate), `share_of_total_ratio.P.F`;
-//! - per phase P: `jain.P` (flows active throughout, two or more),
-//!   `utilization_ratio.P`, `queue_delay_p50_ms.P`, `queue_delay_p99_ms.P`,
-//!   `loss_ratio.P` (packets the senders declared lost over packets sent),
-//!   `bottleneck_loss_ratio.P`, `queue_drops.P`;
-//! - per flow F over its whole run: `mean_mbps.F`, `loss_ratio.F`;
-//! - whole run: `queue_delay_p50_ms`, `queue_delay_p99_ms`, `loss_ratio`,
-//!   `stalls` (priority switches), `max_stall_ms`, `max_stall_rtts`,
-//!   `checks_passed`, `checks_failed` (issue 5's criteria that apply to
-//!   this one run);
-//! - series `throughput_mbps.F` per throughput bin and `queue_drops`;
-//! - artifact `report`: the whole [`ScenarioReport`] (one element of what
-//!   `braid sim priority --json` prints).
+//! The roles are the emulator `priority` template's: the configuration is
+//! Braid's controller (`ledbat`, `decrease`, `target_ms`, `n`, `params`),
+//! the environment the network and the competition (the path, `tcp`,
+//! `scenario`, `multcp_pair`, `scale`), so `braid lab best` compares
+//! Braid's settings within one network and one competition.
+//!
+//! Records: the emulator template's, through the same function
+//! ([`priority::record_report`]): per phase, flow and switch by index
+//! (`throughput_mbps.phase1.flow0`, `jain_index.phase1`,
+//! `queuing_delay_p99_ms.phase1`, `stall_rtts.switch0`, ...), whole-run
+//! figures (`queuing_delay_p99_ms`, `loss_ratio`, `max_stall_rtts`,
+//! `checks_passed`, `checks_failed`, ...), the series
+//! `throughput_mbps.flow{i}` and `queue_drops_packets` at the middle of
+//! each bin, and the artifact `report`: the whole
+//! [`ScenarioReport`](priority_sim::ScenarioReport) (one
+//! element of what `braid sim priority --json` prints), which names the
+//! flows and phases.
 
 use std::time::Duration;
 
 use braid_link::{Direction, LinkSpec, QueueLimit, Rate};
 
-use crate::harness::priority_sim::{self, ScenarioConfig, ScenarioError, ScenarioOptions, ScenarioReport};
+use crate::harness::priority_sim::{self, ScenarioConfig, ScenarioError, ScenarioOptions};
 use crate::param::{ParamDecl, ParamType, Params, Value};
+use crate::template::builtin::priority;
 use crate::template::builtin::sim_transfer::{cc_param, cc_value, CC_NAMES};
 use crate::template::{Context, Template, TemplateError};
 
@@ -123,7 +126,6 @@ impl SimPriority {
     /// The scenario config of an experiment's parameters and seed.
     pub fn config(params: &Params, seed: u64) -> Result<ScenarioConfig, TemplateError> {
         let scenario = params.str("scenario")?;
-        let link = params.link("link")?;
         let mut dtl_params = Vec::new();
         if params.str("ledbat")? == "ledbat++" {
             dtl_params.push(("variant".to_string(), 1.0));
@@ -142,7 +144,7 @@ impl SimPriority {
         );
         let n = params.float("n")?;
         let opts = ScenarioOptions {
-            link: (link != LinkSpec::default()).then_some(link),
+            link: priority::link_override(params)?,
             scale: params.float("scale")?,
             tcp: cc_param(params, "tcp")?,
             ns: vec![n],
@@ -176,6 +178,13 @@ impl Template for SimPriority {
         "sim-priority"
     }
 
+    /// 2: the emulator `priority` template's metrics (by phase and flow
+    /// index, the unit first) and series (at the middle of each bin); the
+    /// empty link as the scenario's own.
+    fn version(&self) -> u32 {
+        2
+    }
+
     fn description(&self) -> &str {
         "one of DTL's priority scenarios (polite, latecomer, multcp, switch, five) on the simulator (braid sim priority)"
     }
@@ -185,8 +194,8 @@ impl Template for SimPriority {
         vec![
             ParamDecl::env("scenario", ParamType::one_of(&SCENARIOS), Value::Enum("polite".into()))
                 .doc("DTL's scenario: polite, latecomer, multcp, switch or five"),
-            ParamDecl::env("link", ParamType::Link, Value::Link(LinkSpec::default().to_string()))
-                .doc("the bottleneck path; the ideal link rtt=0ms (default): the scenario's own, the paper's"),
+            ParamDecl::env("link", ParamType::Link, Value::Link(String::new()))
+                .doc("the bottleneck path; empty (default) or any ideal link: the scenario's own, the paper's"),
             ParamDecl::env("rtt", ParamType::Duration, Value::Duration(Duration::ZERO))
                 .doc("override the path's RTT (0s: keep it)"),
             ParamDecl::env("rate_mbps", ParamType::float_range(0.0, 100_000.0), Value::Float(0.0))
@@ -235,61 +244,9 @@ impl Template for SimPriority {
         })?;
         ctx.progress(1.0);
         let target = ledbat_target_ms(&cfg.flows.iter().flat_map(|f| f.params.clone()).collect::<Vec<_>>());
-        record(ctx, &report, target)
+        priority::record_report(ctx, &report, target);
+        Ok(())
     }
-}
-
-/// The scalars, series and report artifact of a finished scenario.
-fn record(ctx: &mut Context<'_>, r: &ScenarioReport, ledbat_target_ms: f64) -> Result<(), TemplateError> {
-    let opt = |ctx: &mut Context<'_>, name: &str, v: Option<f64>| {
-        if let Some(v) = v {
-            ctx.record(name, v);
-        }
-    };
-    for p in &r.phases {
-        let ph = &p.name;
-        for f in &p.flows {
-            ctx.record(&format!("throughput_mbps.{ph}.{}", f.label), f.mbps);
-            opt(ctx, &format!("share_ratio.{ph}.{}", f.label), f.share_of_capacity);
-            ctx.record(&format!("share_of_total_ratio.{ph}.{}", f.label), f.share_of_total);
-        }
-        opt(ctx, &format!("jain.{ph}"), p.jain);
-        opt(ctx, &format!("utilization_ratio.{ph}"), p.utilization);
-        opt(ctx, &format!("queue_delay_p50_ms.{ph}"), p.queuing_delay_p50_ms);
-        opt(ctx, &format!("queue_delay_p99_ms.{ph}"), p.queuing_delay_p99_ms);
-        ctx.record(&format!("loss_ratio.{ph}"), p.loss);
-        ctx.record(&format!("bottleneck_loss_ratio.{ph}"), p.bottleneck_loss);
-        ctx.record(&format!("queue_drops.{ph}"), p.queue_drops as f64);
-    }
-    let (mut sent, mut lost) = (0u64, 0u64);
-    for f in &r.flows {
-        ctx.record(&format!("mean_mbps.{}", f.label), f.mean_mbps);
-        ctx.record(&format!("loss_ratio.{}", f.label), f.loss);
-        sent += f.packets_sent;
-        lost += f.packets_lost;
-        for (i, v) in f.throughput_mbps.iter().enumerate() {
-            ctx.series(&format!("throughput_mbps.{}", f.label), i as f64 * r.bin_secs, *v);
-        }
-        if let Some(e) = &f.error {
-            ctx.warn(&format!("flow {}: {e}", f.label));
-        }
-    }
-    for (i, d) in r.queue_drops.iter().enumerate() {
-        ctx.series("queue_drops", i as f64 * r.bin_secs, *d as f64);
-    }
-    opt(ctx, "queue_delay_p50_ms", r.queuing_delay_p50_ms);
-    opt(ctx, "queue_delay_p99_ms", r.queuing_delay_p99_ms);
-    ctx.record("loss_ratio", lost as f64 / sent.max(1) as f64);
-    ctx.record("stalls", r.switches.len() as f64);
-    opt(ctx, "max_stall_ms", r.switches.iter().map(|s| s.longest_stall_ms).reduce(f64::max));
-    opt(ctx, "max_stall_rtts", r.switches.iter().map(|s| s.stall_rtts).reduce(f64::max));
-    let checks = priority_sim::checks(std::slice::from_ref(r), ledbat_target_ms);
-    let passed = checks.iter().filter(|c| c.pass).count();
-    ctx.record("checks_passed", passed as f64);
-    ctx.record("checks_failed", (checks.len() - passed) as f64);
-    let json = serde_json::to_value(r).map_err(|e| TemplateError::failed(format!("report: {e}")))?;
-    ctx.artifact("report", json);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -369,6 +326,35 @@ mod tests {
         assert!(SimPriority::config(&bad, 1).unwrap_err().to_string().contains("expected NAME=VALUE"));
         let rejected = with(&[("params", Value::String("delay_beta=2".into()))]);
         assert!(SimPriority::config(&rejected, 1).unwrap_err().to_string().contains("delay_beta"));
+    }
+
+    #[test]
+    fn roles_and_the_link_default_are_the_emulator_templates() {
+        use crate::param::Role;
+        use crate::template::builtin::priority::Priority;
+        let sim = SimPriority.params();
+        let emu = Priority.params();
+        // MACI's line: Braid's controller settings are the configuration;
+        // the path, the competing TCP and the scenario are the environment.
+        let configuration = ["n", "ledbat", "decrease", "target_ms", "params"];
+        for d in &sim {
+            let want = if configuration.contains(&d.name.as_str()) { Role::Configuration } else { Role::Environment };
+            assert_eq!(d.role, want, "{}", d.name);
+        }
+        let shared = ["scenario", "link", "scale", "tcp", "multcp_pair", "n", "ledbat", "decrease", "params"];
+        for name in shared {
+            let (a, b) = (sim.iter().find(|d| d.name == name), emu.iter().find(|d| d.name == name));
+            let (a, b) = (a.unwrap_or_else(|| panic!("sim: no {name}")), b.unwrap_or_else(|| panic!("emu: no {name}")));
+            assert_eq!(a.role, b.role, "{name}");
+        }
+        let link = |decls: &[ParamDecl]| decls.iter().find(|d| d.name == "link").map(|d| d.default.clone());
+        assert_eq!(link(&sim), Some(Value::Link(String::new())));
+        assert_eq!(link(&sim), link(&emu));
+        // An ideal link, as stored before the empty default, is the
+        // scenario's own too.
+        let opts = ScenarioOptions { seed: 1, ..ScenarioOptions::default() };
+        let ideal = with(&[("link", Value::Link("rtt=0ms".into()))]);
+        assert_eq!(SimPriority::config(&ideal, 1).unwrap(), priority_sim::polite(&opts).unwrap());
     }
 
     #[test]

@@ -187,11 +187,7 @@ mod tests {
     use super::*;
 
     fn defaults() -> Params {
-        let mut p = Params::default();
-        for d in SimTransfer.params() {
-            p.insert(&d.name, d.default);
-        }
-        p
+        crate::template::builtin::test_support::defaults(&SimTransfer)
     }
 
     #[test]
@@ -202,10 +198,7 @@ mod tests {
 
     #[test]
     fn every_default_parses_with_its_type() {
-        for d in SimTransfer.params() {
-            assert_eq!(d.ty.parse_text(&d.default.to_text()).unwrap(), d.default, "{}", d.name);
-            assert!(crate::param::valid_name(&d.name), "{}", d.name);
-        }
+        crate::template::builtin::test_support::assert_declarations_valid(&SimTransfer, &[]);
     }
 
     #[test]

@@ -250,7 +250,7 @@ fn record_run(ctx: &mut Context<'_>, run: &DataRun) {
         ctx.record("data_mix_ratio", d.ratio);
     }
     for c in &run.control {
-        if let (Some(p50), Some(p99)) = (c.p50_ms, c.p99_ms) {
+        if let (Some(p50), Some(p99)) = (c.figures.p50_ms, c.figures.p99_ms) {
             ctx.record(&format!("control_p50_ms.{}", c.via.name()), p50);
             ctx.record(&format!("control_p99_ms.{}", c.via.name()), p99);
         }
@@ -390,38 +390,21 @@ fn check_rtt(rtt: Duration) -> Result<(), TemplateError> {
     Ok(())
 }
 
-/// One emulator test at a time in this test binary: they measure, and
-/// experiments of concurrent `run_experiments` calls in one process get
-/// the same testbed names.
-#[cfg(test)]
-pub(crate) fn emulator_test_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oneoff::{run_experiments, OneOffOptions};
-    use crate::param::valid_name;
+    use crate::oneoff::OneOffOptions;
+    use crate::template::builtin::test_support::{assert_declarations_valid, assert_each_refused, run_on_emulator};
     use std::sync::Arc;
 
     fn defaults() -> Params {
-        let mut p = Params::default();
-        for d in Data.params() {
-            p.insert(&d.name, d.default);
-        }
-        p
+        crate::template::builtin::test_support::defaults(&Data)
     }
 
     #[test]
     fn declarations_are_valid_and_defaults_are_todays_flags() {
+        assert_declarations_valid(&Data, &[]);
         let decls = Data.params();
-        for d in &decls {
-            assert!(valid_name(&d.name), "{}", d.name);
-            assert!(!d.doc.is_empty(), "{} has no doc", d.name);
-            assert_eq!(d.ty.parse_text(&d.default.to_text()).unwrap(), d.default, "{} default round-trips", d.name);
-        }
         let s = Settings::from_params(&defaults()).unwrap();
         assert_eq!(s.bytes, 400 << 20);
         assert_eq!(s.message_size, 64 << 10);
@@ -471,12 +454,7 @@ mod tests {
             ("data_episode", Value::Duration(Duration::from_millis(1)), "10ms to 60s"),
             ("rtt", Value::Duration(Duration::from_secs(11)), "0 to 10s"),
         ];
-        for (name, value, form) in cases {
-            let mut p = defaults();
-            p.insert(name, value);
-            let e = Settings::from_params(&p).unwrap_err().to_string();
-            assert!(e.contains(form), "{name}: {e}");
-        }
+        assert_each_refused(&Data, cases, Settings::from_params);
     }
 
     #[test]
@@ -493,12 +471,7 @@ mod tests {
     /// its artifact.
     #[test]
     fn a_short_experiment_records_scalars_that_match_its_report() {
-        if braid::emu::check_capabilities().is_err() {
-            eprintln!("skipped: needs the emulator (root)");
-            return;
-        }
-        let _serial = emulator_test_lock();
-        let runs = run_experiments(
+        let Some(runs) = run_on_emulator(
             Arc::new(Data),
             vec![vec![
                 ("rtt".into(), Value::Duration(Duration::from_millis(10))),
@@ -507,8 +480,9 @@ mod tests {
                 ("control_secs".into(), Value::Duration(Duration::from_secs(2))),
             ]],
             &OneOffOptions { seed: 3, timeout: Some(Duration::from_secs(120)) },
-        )
-        .unwrap();
+        ) else {
+            return;
+        };
         let r = &runs[0];
         assert!(r.ok(), "{:?}", r.error);
         let run: DataRun = serde_json::from_value(r.artifact("report").unwrap().clone()).unwrap();

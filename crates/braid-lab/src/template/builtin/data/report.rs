@@ -69,31 +69,14 @@ impl LearnerReport {
 }
 
 /// One control-latency run (Fig. 8): pings over TCP while bulk data flows
-/// over `via`.
+/// over `via`. In JSON the figures' keys stand next to `via`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlReport {
     /// How the bulk data travelled meanwhile (`none`: no bulk, the floor).
     pub via: DataVia,
-    /// Pings answered after the warm-up.
-    pub pings: usize,
-    /// Round-trip quantiles and mean, ms (`None` without pings).
-    pub p10_ms: Option<f64>,
-    /// See `p10_ms`.
-    pub p25_ms: Option<f64>,
-    /// See `p10_ms`.
-    pub p50_ms: Option<f64>,
-    /// See `p10_ms`.
-    pub p75_ms: Option<f64>,
-    /// See `p10_ms`.
-    pub p90_ms: Option<f64>,
-    /// See `p10_ms`.
-    pub p99_ms: Option<f64>,
-    /// See `p10_ms`.
-    pub mean_ms: Option<f64>,
-    /// Bulk goodput during the run, Mbit/s.
-    pub bulk_mbps: f64,
-    /// DATA's ratio at the end of the run (DATA runs).
-    pub data_ratio: Option<f64>,
+    /// What the run measured.
+    #[serde(flatten)]
+    pub figures: ControlFigures,
 }
 
 impl ControlReport {
@@ -101,16 +84,18 @@ impl ControlReport {
     pub fn new(via: DataVia, rtts: &[std::time::Duration], bulk_bytes: u64, secs: f64, data_ratio: Option<f64>) -> ControlReport {
         ControlReport {
             via,
-            pings: rtts.len(),
-            p10_ms: quantile_ms(rtts, 0.1),
-            p25_ms: quantile_ms(rtts, 0.25),
-            p50_ms: quantile_ms(rtts, 0.5),
-            p75_ms: quantile_ms(rtts, 0.75),
-            p90_ms: quantile_ms(rtts, 0.9),
-            p99_ms: quantile_ms(rtts, 0.99),
-            mean_ms: (!rtts.is_empty()).then(|| rtts.iter().map(|d| d.as_secs_f64() * 1e3).sum::<f64>() / rtts.len() as f64),
-            bulk_mbps: bulk_bytes as f64 * 8.0 / secs / 1e6,
-            data_ratio,
+            figures: ControlFigures {
+                pings: rtts.len(),
+                p10_ms: quantile_ms(rtts, 0.1),
+                p25_ms: quantile_ms(rtts, 0.25),
+                p50_ms: quantile_ms(rtts, 0.5),
+                p75_ms: quantile_ms(rtts, 0.75),
+                p90_ms: quantile_ms(rtts, 0.9),
+                p99_ms: quantile_ms(rtts, 0.99),
+                mean_ms: (!rtts.is_empty()).then(|| rtts.iter().map(|d| d.as_secs_f64() * 1e3).sum::<f64>() / rtts.len() as f64),
+                bulk_mbps: bulk_bytes as f64 * 8.0 / secs / 1e6,
+                data_ratio,
+            },
         }
     }
 }
@@ -194,7 +179,7 @@ fn ratio_over_best(data: f64, tcp: f64, braid: f64) -> f64 {
 }
 
 fn p50_of(control: &[ControlReport], via: DataVia) -> Option<f64> {
-    control.iter().find(|c| c.via == via).and_then(|c| c.p50_ms)
+    control.iter().find(|c| c.via == via).and_then(|c| c.figures.p50_ms)
 }
 
 fn added_p50_of(control: &[ControlReport], via: DataVia) -> Option<f64> {
@@ -344,12 +329,12 @@ pub struct ControlRow {
     pub run: ControlFigures,
 }
 
-/// The measured part of a [`ControlRow`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What a control run measured ([`ControlReport`], [`ControlRow`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlFigures {
-    /// Pings answered.
+    /// Pings answered after the warm-up.
     pub pings: usize,
-    /// Round-trip quantiles and mean, ms.
+    /// Round-trip quantiles and mean, ms (`None` without pings).
     pub p10_ms: Option<f64>,
     /// See `p10_ms`.
     pub p25_ms: Option<f64>,
@@ -365,7 +350,7 @@ pub struct ControlFigures {
     pub mean_ms: Option<f64>,
     /// Bulk goodput during the run, Mbit/s.
     pub bulk_mbps: f64,
-    /// DATA's ratio at the end of the run.
+    /// DATA's ratio at the end of the run (DATA runs).
     pub data_ratio: Option<f64>,
 }
 
@@ -426,18 +411,7 @@ impl DataBenchReport {
                     rtt_ms: g.rtt_ms,
                     control: "tcp",
                     data: c.via,
-                    run: ControlFigures {
-                        pings: c.pings,
-                        p10_ms: c.p10_ms,
-                        p25_ms: c.p25_ms,
-                        p50_ms: c.p50_ms,
-                        p75_ms: c.p75_ms,
-                        p90_ms: c.p90_ms,
-                        p99_ms: c.p99_ms,
-                        mean_ms: c.mean_ms,
-                        bulk_mbps: c.bulk_mbps,
-                        data_ratio: c.data_ratio,
-                    },
+                    run: c.figures.clone(),
                 })
             })
             .collect();
@@ -663,7 +637,13 @@ mod tests {
     #[test]
     fn artifacts_read_back() {
         let r = run(800.0, 600.0, 760.0, true);
-        let back: DataRun = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        let v = serde_json::to_value(&r).unwrap();
+        // A control run's figures stand next to its `via`, as before they
+        // were shared with the bench's rows.
+        assert_eq!(v["control"][0]["via"], "none");
+        assert_eq!(v["control"][0]["p50_ms"], 20.0);
+        assert_eq!(v["control"][0]["pings"], 5);
+        let back: DataRun = serde_json::from_value(v).unwrap();
         assert_eq!(back, r);
     }
 

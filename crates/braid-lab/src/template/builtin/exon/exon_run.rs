@@ -2,7 +2,6 @@
 //! (a sends, b receives) or RPC (actors at a send requests, b replies to
 //! each), every message identified and tallied end to end.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,11 +10,11 @@ use std::time::Duration;
 use braid::exon::NodeId;
 use braid::exon_net::{ClockFile, ExonSocket, Outcome, SocketConfig};
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
-use super::measure::{window_end, PeerResult, RunCfg};
+use super::measure::{rpc_window, window_end, PeerResult, RunCfg};
 use super::message::{decode, encode, Tally};
 use super::place::{join, Ends};
+use super::rpc::{Actors, Pending};
 use crate::fail;
 use crate::template::{ResultExt, TemplateError};
 
@@ -109,6 +108,41 @@ fn count_outcomes(sock: Arc<ExonSocket>) -> (Arc<AtomicU64>, Arc<AtomicU64>) {
     (done, doubt)
 }
 
+/// Node a, the sending (or RPC client) end: its socket, with b as its
+/// peer, and the outcomes of the messages it sent.
+struct SenderEnd {
+    sock: Arc<ExonSocket>,
+    done: Arc<AtomicU64>,
+    doubt: Arc<AtomicU64>,
+}
+
+impl SenderEnd {
+    async fn open(bind: SocketAddr, cfg: SocketConfig, b_addr: SocketAddr) -> Result<SenderEnd, TemplateError> {
+        let sock = Arc::new(ExonSocket::bind(bind, A, cfg).await.context("binding the Exon socket at a")?);
+        sock.add_peer(B, b_addr).context("adding b as a peer of a")?;
+        let (done, doubt) = count_outcomes(sock.clone());
+        Ok(SenderEnd { sock, done, doubt })
+    }
+
+    /// Waits up to `drain_for` for the outcomes of the `accepted`
+    /// messages, closes the socket and reports (without RPC results).
+    async fn close(self, start: Duration, accepted: u64, drain_for: Duration) -> SenderReport {
+        let drained = drain(&self.done, &self.doubt, accepted, drain_for).await;
+        let st = self.sock.stats();
+        self.sock.close().await;
+        SenderReport {
+            start,
+            accepted,
+            acked: self.done.load(Ordering::Relaxed),
+            in_doubt: self.doubt.load(Ordering::Relaxed),
+            drained,
+            datagrams: st.datagrams_sent,
+            retransmitted: st.fragments_lost,
+            ..Default::default()
+        }
+    }
+}
+
 /// What the sending end reports.
 #[derive(Debug, Default)]
 pub struct SenderReport {
@@ -154,9 +188,7 @@ pub fn oneway_start(ends: &Ends, cfg: &RunCfg) -> Result<OnewayRun, TemplateErro
     let acfg = socket_config(cfg, "a")?;
     let (epoch, bind) = (ends.epoch, SocketAddr::new(ends.a.addr, 0));
     let sender = ends.a.spawn_async(move || async move {
-        let sock = Arc::new(ExonSocket::bind(bind, A, acfg).await.context("binding the Exon socket at a")?);
-        sock.add_peer(B, b_addr).context("adding b as a peer of a")?;
-        let (done, doubt) = count_outcomes(sock.clone());
+        let a = SenderEnd::open(bind, acfg, b_addr).await?;
         let start = epoch.elapsed();
         let deadline = start + c.limit;
         // Sends in flight at once: one (each waits for window) without a
@@ -177,7 +209,7 @@ pub fn oneway_start(ends: &Ends, cfg: &RunCfg) -> Result<OnewayRun, TemplateErro
                 break;
             }
             let permit = permits.clone().acquire_owned().await.context("send permits")?;
-            let (s, drain, m) = (sock.clone(), c.drain, Bytes::from(encode(k, c.size)));
+            let (s, drain, m) = (a.sock.clone(), c.drain, Bytes::from(encode(k, c.size)));
             sends.spawn(async move {
                 let r = tokio::time::timeout(drain, s.send(B, m)).await;
                 drop(permit);
@@ -192,19 +224,7 @@ pub fn oneway_start(ends: &Ends, cfg: &RunCfg) -> Result<OnewayRun, TemplateErro
             settle(r)?;
             accepted += 1;
         }
-        let drained = drain(&done, &doubt, accepted, c.drain).await;
-        let st = sock.stats();
-        sock.close().await;
-        Ok(SenderReport {
-            start,
-            accepted,
-            acked: done.load(Ordering::Relaxed),
-            in_doubt: doubt.load(Ordering::Relaxed),
-            drained,
-            datagrams: st.datagrams_sent,
-            retransmitted: st.fragments_lost,
-            ..Default::default()
-        })
+        Ok(a.close(start, accepted, c.drain).await)
     })?;
     Ok(OnewayRun { receiver, sender, stop, cfg: cfg.clone() })
 }
@@ -257,13 +277,11 @@ pub fn rpc(ends: &Ends, cfg: &RunCfg) -> Result<PeerResult, TemplateError> {
     let acfg = socket_config(cfg, "a")?;
     let (epoch, bind) = (ends.epoch, SocketAddr::new(ends.a.addr, 0));
     let client = ends.a.spawn_async(move || async move {
-        let sock = Arc::new(ExonSocket::bind(bind, A, acfg).await.context("binding the Exon socket at a")?);
-        sock.add_peer(B, b_addr).context("adding b as a peer of a")?;
-        let (done, doubt) = count_outcomes(sock.clone());
-        let pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Duration>>>> = Arc::default();
+        let a = SenderEnd::open(bind, acfg, b_addr).await?;
+        let pending = Pending::default();
         let replies = Arc::new(Mutex::new(Tally::default()));
         {
-            let (sock, pending, replies, size) = (sock.clone(), pending.clone(), replies.clone(), c.size);
+            let (sock, pending, replies, size) = (a.sock.clone(), pending.clone(), replies.clone(), c.size);
             tokio::spawn(async move {
                 while let Some((_, m)) = sock.recv().await {
                     let now = epoch.elapsed();
@@ -281,67 +299,37 @@ pub fn rpc(ends: &Ends, cfg: &RunCfg) -> Result<PeerResult, TemplateError> {
             });
         }
         let start = epoch.elapsed();
-        let deadline = start + c.limit;
-        let next = Arc::new(AtomicU64::new(0));
+        let shared = Actors::new(epoch, start, &c, pending);
         let accepted = Arc::new(AtomicU64::new(0));
         let mut actors = Vec::new();
         for _ in 0..c.actors {
-            let (sock, pending, next, accepted, c) = (sock.clone(), pending.clone(), next.clone(), accepted.clone(), c.clone());
-            actors.push(tokio::spawn(async move {
-                let mut out = Vec::new();
-                while epoch.elapsed() < deadline {
-                    let id = next.fetch_add(1, Ordering::Relaxed);
-                    if id >= c.messages {
-                        break;
-                    }
-                    let (tx, rx) = oneshot::channel();
-                    pending.lock().expect("pending").insert(id, tx);
-                    let t0 = epoch.elapsed();
-                    match tokio::time::timeout(c.drain, sock.send(B, Bytes::from(encode(id, c.size)))).await {
+            let (sock, accepted, size, drain) = (a.sock.clone(), accepted.clone(), c.size, c.drain);
+            actors.push(tokio::spawn(shared.clone().run(move |id| {
+                let (sock, accepted) = (sock.clone(), accepted.clone());
+                async move {
+                    match tokio::time::timeout(drain, sock.send(B, Bytes::from(encode(id, size)))).await {
                         Ok(Ok(_)) => accepted.fetch_add(1, Ordering::Relaxed),
                         Ok(Err(e)) => return Err(TemplateError::Failed(format!("Exon send: {e}"))),
-                        Err(_) => fail!("an Exon send waited more than {:?} for window", c.drain),
+                        Err(_) => fail!("an Exon send waited more than {:?} for window", drain),
                     };
-                    // A reply that never comes is counted as lost below.
-                    match tokio::time::timeout(c.drain, rx).await {
-                        Ok(Ok(at)) => out.push((at, at.saturating_sub(t0))),
-                        _ => break,
-                    }
+                    Ok(true)
                 }
-                Ok(out)
-            }));
+            })));
         }
         let mut completions = Vec::new();
         for a in actors {
             completions.extend(a.await.context("actor task")??);
         }
-        let accepted = accepted.load(Ordering::Relaxed);
-        let drained = drain(&done, &doubt, accepted, c.drain).await;
-        let st = sock.stats();
-        sock.close().await;
+        let report = a.close(start, accepted.load(Ordering::Relaxed), c.drain).await;
         let replies = std::mem::take(&mut *replies.lock().expect("tally"));
-        Ok(SenderReport {
-            start,
-            accepted,
-            acked: done.load(Ordering::Relaxed),
-            in_doubt: doubt.load(Ordering::Relaxed),
-            drained,
-            datagrams: st.datagrams_sent,
-            retransmitted: st.fragments_lost,
-            completions,
-            replies,
-        })
+        Ok(SenderReport { completions, replies, ..report })
     })?;
     let s = join(client, "Exon RPC client");
     std::thread::sleep(Duration::from_millis(100));
     stop.store(true, Ordering::Relaxed);
     let (requests, replies_sent) = join(server, "Exon RPC server")?;
     let s = s?;
-    let deadline = s.start + cfg.limit;
-    let last = s.completions.iter().map(|&(t, _)| t).max();
-    let end = window_end(s.completions.len() as u64, last, cfg.messages, deadline);
-    let counted: Vec<Duration> =
-        s.completions.iter().filter(|&&(t, _)| t >= s.start && t <= end).map(|&(_, l)| l).collect();
+    let (end, counted) = rpc_window(&s.completions, s.start, cfg);
     // Request i is lost if accepted at a and never delivered at b; its
     // reply if b accepted one (only for a delivered request) and a never
     // got it. Identifiers are handed out in order, so the accepted ones

@@ -85,6 +85,18 @@ pub fn window_end(arrived: u64, last: Option<Duration>, target: u64, deadline: D
     }
 }
 
+/// The window of an RPC run started at `start` and the latencies counted
+/// in it, from every answered request's (completion time, latency): the
+/// window ends at the last completion if all of `cfg.messages` completed
+/// before the time limit, else at the limit.
+pub fn rpc_window(completions: &[(Duration, Duration)], start: Duration, cfg: &RunCfg) -> (Duration, Vec<Duration>) {
+    let deadline = start + cfg.limit;
+    let last = completions.iter().map(|&(t, _)| t).max();
+    let end = window_end(completions.len() as u64, last, cfg.messages, deadline);
+    let counted = completions.iter().filter(|&&(t, _)| t >= start && t <= end).map(|&(_, l)| l).collect();
+    (end, counted)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +108,28 @@ mod tests {
         assert_eq!(window_end(9, Some(s(3)), 10, s(5)), s(5));
         assert_eq!(window_end(10, Some(s(7)), 10, s(5)), s(5));
         assert_eq!(window_end(0, None, 10, s(5)), s(5));
+    }
+
+    #[test]
+    fn rpc_window_counts_completions_inside_it() {
+        let ms = Duration::from_millis;
+        let cfg = RunCfg {
+            size: 8,
+            messages: 3,
+            actors: 1,
+            limit: ms(100),
+            drain: ms(10),
+            exon: SocketConfig::default(),
+            journal_dir: None,
+        };
+        // All three done by 40 ms: the window ends at the last, and a
+        // completion before the start is not counted.
+        let all = [(ms(5), ms(1)), (ms(20), ms(2)), (ms(40), ms(3))];
+        assert_eq!(rpc_window(&all, ms(10), &cfg), (ms(40), vec![ms(2), ms(3)]));
+        // Two of three: the window runs to the time limit.
+        let some = [(ms(20), ms(2)), (ms(150), ms(4))];
+        assert_eq!(rpc_window(&some, ms(10), &cfg), (ms(110), vec![ms(2)]));
+        assert_eq!(rpc_window(&[], ms(10), &cfg), (ms(110), vec![]));
     }
 
     #[test]

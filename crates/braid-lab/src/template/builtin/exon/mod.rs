@@ -39,7 +39,8 @@ mod measure;
 mod message;
 mod place;
 pub mod report;
-mod tcp_run;
+mod rpc;
+pub(crate) mod tcp_run;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -522,11 +523,7 @@ mod tests {
     use std::sync::Arc;
 
     fn defaults() -> Params {
-        let mut p = Params::default();
-        for d in Exon.params() {
-            p.insert(&d.name, d.default.clone());
-        }
-        p
+        crate::template::builtin::test_support::defaults(&Exon)
     }
 
     fn invalid(p: &Params, want: &str) {
@@ -538,11 +535,7 @@ mod tests {
 
     #[test]
     fn declarations_have_todays_defaults() {
-        for d in Exon.params() {
-            assert!(crate::param::valid_name(&d.name), "{}", d.name);
-            assert!(!d.doc.is_empty(), "{}", d.name);
-            assert_eq!(d.ty.parse_text(&d.default.to_text()).unwrap(), d.default, "{} default is not canonical", d.name);
-        }
+        crate::template::builtin::test_support::assert_declarations_valid(&Exon, &[]);
         let s = settings(&defaults()).unwrap();
         assert_eq!((s.mode, s.pattern, s.size, s.messages, s.actors), (Mode::Separate, Pattern::Oneway, 1000, 100_000, 200));
         assert_eq!(s.limit, Duration::from_secs(10));

@@ -4,19 +4,19 @@
 //! multiplexed connection, all actors' requests on it, replies matched to
 //! requests by identifier.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::measure::{window_end, PeerResult, RunCfg};
+use super::measure::{rpc_window, window_end, PeerResult, RunCfg};
 use super::message::{decode, encode, frame, FrameReader, Tally};
 use super::place::{join, Ends};
+use super::rpc::{Actors, Pending};
 use crate::fail;
 use crate::template::{ResultExt, TemplateError};
 
@@ -222,7 +222,7 @@ pub fn rpc(ends: &Ends, cfg: &RunCfg, cc: &str) -> Result<PeerResult, TemplateEr
             .context("connecting over TCP")?;
         s.set_nodelay(true).context("TCP connection")?;
         let (mut rd, mut wr) = s.into_split();
-        let pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Duration>>>> = Arc::default();
+        let pending = Pending::default();
         let (frames_tx, mut frames_rx) = mpsc::unbounded_channel::<Vec<u8>>();
         // Writer: everything queued goes out in one write.
         let writer = tokio::spawn(async move {
@@ -265,39 +265,22 @@ pub fn rpc(ends: &Ends, cfg: &RunCfg, cc: &str) -> Result<PeerResult, TemplateEr
             })
         };
         let start = epoch.elapsed();
-        let deadline = start + c.limit;
-        let next = Arc::new(AtomicU64::new(0));
+        let shared = Actors::new(epoch, start, &c, pending);
         let mut actors = Vec::new();
         for _ in 0..c.actors {
-            let (pending, next, frames_tx, c) = (pending.clone(), next.clone(), frames_tx.clone(), c.clone());
-            actors.push(tokio::spawn(async move {
-                let mut out = Vec::new();
-                while epoch.elapsed() < deadline {
-                    let id = next.fetch_add(1, Ordering::Relaxed);
-                    if id >= c.messages {
-                        break;
-                    }
-                    let (tx, rx) = oneshot::channel();
-                    pending.lock().expect("pending").insert(id, tx);
-                    let t0 = epoch.elapsed();
-                    let mut f = Vec::with_capacity(c.size + 4);
-                    frame(&mut f, &encode(id, c.size));
-                    if frames_tx.send(f).is_err() {
-                        break;
-                    }
-                    // Bounded: a reply stuck behind a lossy stream ends the actor.
-                    match tokio::time::timeout(c.drain, rx).await {
-                        Ok(Ok(at)) => out.push((at, at.saturating_sub(t0))),
-                        _ => break,
-                    }
-                }
-                out
-            }));
+            let frames_tx = frames_tx.clone();
+            actors.push(tokio::spawn(shared.clone().run(move |id| {
+                let mut f = Vec::with_capacity(size + 4);
+                frame(&mut f, &encode(id, size));
+                // The writer is gone only if the connection is.
+                let sent = frames_tx.send(f).is_ok();
+                async move { Ok(sent) }
+            })));
         }
         drop(frames_tx);
         let mut completions = Vec::new();
         for a in actors {
-            completions.extend(a.await.context("actor task")?);
+            completions.extend(a.await.context("actor task")??);
         }
         writer.abort();
         reader.abort();
@@ -307,11 +290,7 @@ pub fn rpc(ends: &Ends, cfg: &RunCfg, cc: &str) -> Result<PeerResult, TemplateEr
     stop.store(true, Ordering::Relaxed);
     let requests = join(server, "TCP RPC server")?;
     let (start, completions) = c?;
-    let deadline = start + cfg.limit;
-    let last = completions.iter().map(|&(t, _)| t).max();
-    let end = window_end(completions.len() as u64, last, cfg.messages, deadline);
-    let counted: Vec<Duration> =
-        completions.iter().filter(|&&(t, _)| t >= start && t <= end).map(|&(_, l)| l).collect();
+    let (end, counted) = rpc_window(&completions, start, cfg);
     Ok(PeerResult {
         delivered: counted.len() as u64,
         window: end.saturating_sub(start),

@@ -224,6 +224,29 @@ fn ratio(wire: u64, delivered: u64) -> f64 {
     }
 }
 
+/// What `run` returns, and the bytes the links carried meanwhile.
+fn on_wire<T>(tb: &Testbed, run: impl FnOnce() -> Result<T, TemplateError>) -> Result<(T, u64), TemplateError> {
+    let stats = || tb.stats().context("reading the links' counters");
+    let before = stats()?;
+    let r = run()?;
+    Ok((r, wire_bytes(&before, &stats()?)))
+}
+
+/// A goodput row of a run that delivered `delivered` bytes at `bps`,
+/// with `wire` bytes on the links; no per-variant details.
+fn goodput_row(variant: String, bps: f64, delivered: u64, wire: u64) -> GoodputRow {
+    GoodputRow {
+        variant,
+        mbps: bps / 1e6,
+        bytes_delivered: delivered,
+        wire_bytes: wire,
+        wire_per_delivered: ratio(wire, delivered),
+        stream_bytes_by_path: None,
+        mptcp_active: None,
+        ok: delivered > 0,
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -245,57 +268,29 @@ fn goodput_part(
     datagram: u16,
 ) -> Result<Vec<GoodputRow>, TemplateError> {
     let mut rows = Vec::new();
-    let stats = |tb: &Testbed| tb.stats().context("reading the links' counters");
 
     ensure_time(ctx, s, "Braid")?;
-    let before = stats(tb)?;
-    let b = braid_runs::bulk(tb, program, datagram, s.warmup, s.secs).context("Braid goodput run")?;
-    let wire = wire_bytes(&before, &stats(tb)?);
+    let (b, wire) =
+        on_wire(tb, || braid_runs::bulk(tb, program, datagram, s.warmup, s.secs).context("Braid goodput run"))?;
     rows.push(GoodputRow {
-        variant: format!("braid:{name}"),
-        mbps: b.bps / 1e6,
-        bytes_delivered: b.delivered,
-        wire_bytes: wire,
-        wire_per_delivered: ratio(wire, b.delivered),
         stream_bytes_by_path: Some(b.stream_bytes_by_path),
-        mptcp_active: None,
-        ok: b.delivered > 0,
+        ..goodput_row(format!("braid:{name}"), b.bps, b.delivered, wire)
     });
     ctx.progress(1.0 / 3.0);
 
     ensure_time(ctx, s, "kernel MPTCP")?;
-    let before = stats(tb)?;
-    let m = kernel::goodput(tb, kernel::Kernel::Mptcp, s.warmup, s.secs).context("kernel MPTCP run")?;
-    let wire = wire_bytes(&before, &stats(tb)?);
+    let (m, wire) =
+        on_wire(tb, || kernel::goodput(tb, kernel::Kernel::Mptcp, s.warmup, s.secs).context("kernel MPTCP run"))?;
     if !m.mptcp {
         ctx.warn("the kernel MPTCP connection fell back to TCP");
     }
-    rows.push(GoodputRow {
-        variant: "mptcp".into(),
-        mbps: m.bps / 1e6,
-        bytes_delivered: m.delivered,
-        wire_bytes: wire,
-        wire_per_delivered: ratio(wire, m.delivered),
-        stream_bytes_by_path: None,
-        mptcp_active: Some(m.mptcp),
-        ok: m.delivered > 0,
-    });
+    rows.push(GoodputRow { mptcp_active: Some(m.mptcp), ..goodput_row("mptcp".into(), m.bps, m.delivered, wire) });
     ctx.progress(2.0 / 3.0);
 
     ensure_time(ctx, s, "kernel TCP")?;
-    let before = stats(tb)?;
-    let t = kernel::goodput(tb, kernel::Kernel::Tcp, s.warmup, s.secs).context("kernel TCP run")?;
-    let wire = wire_bytes(&before, &stats(tb)?);
-    rows.push(GoodputRow {
-        variant: "tcp".into(),
-        mbps: t.bps / 1e6,
-        bytes_delivered: t.delivered,
-        wire_bytes: wire,
-        wire_per_delivered: ratio(wire, t.delivered),
-        stream_bytes_by_path: None,
-        mptcp_active: None,
-        ok: t.delivered > 0,
-    });
+    let (t, wire) =
+        on_wire(tb, || kernel::goodput(tb, kernel::Kernel::Tcp, s.warmup, s.secs).context("kernel TCP run"))?;
+    rows.push(goodput_row("tcp".into(), t.bps, t.delivered, wire));
     for r in rows.iter().filter(|r| !r.ok) {
         ctx.warn(&format!("{} delivered nothing", r.variant));
     }
@@ -310,9 +305,9 @@ fn fct_part(
     program: Arc<Program>,
     datagram: u16,
 ) -> Result<FctRow, TemplateError> {
-    let before = tb.stats().context("reading the links' counters")?;
-    let r = braid_runs::fct(tb, program, datagram, s.fct_bytes, s.flows, s.gap).with_context(|| format!("FCT run of {name}"))?;
-    let wire = wire_bytes(&before, &tb.stats().context("reading the links' counters")?);
+    let (r, wire) = on_wire(tb, || {
+        braid_runs::fct(tb, program, datagram, s.fct_bytes, s.flows, s.gap).with_context(|| format!("FCT run of {name}"))
+    })?;
     for (start, fct) in r.starts.iter().zip(&r.fcts) {
         ctx.series("fct_ms", start.as_secs_f64(), ms(*fct));
     }
@@ -360,25 +355,18 @@ fn record_run(ctx: &mut Context<'_>, run: &MultipathRun) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oneoff::{run_experiments, OneOffOptions};
-    use crate::param::{valid_name, Role};
+    use crate::oneoff::OneOffOptions;
+    use crate::param::Role;
+    use crate::template::builtin::test_support::{assert_declarations_valid, assert_each_refused, run_on_emulator};
 
     fn defaults() -> Params {
-        let mut p = Params::default();
-        for d in Multipath.params() {
-            p.insert(&d.name, d.default);
-        }
-        p
+        crate::template::builtin::test_support::defaults(&Multipath)
     }
 
     #[test]
     fn declarations_are_valid_and_defaults_are_todays_flags() {
+        assert_declarations_valid(&Multipath, &[]);
         let decls = Multipath.params();
-        for d in &decls {
-            assert!(valid_name(&d.name), "{}", d.name);
-            assert!(!d.doc.is_empty(), "{} has no doc", d.name);
-            assert_eq!(d.ty.parse_text(&d.default.to_text()).unwrap(), d.default, "{} default round-trips", d.name);
-        }
         let env: Vec<&str> = decls.iter().filter(|d| d.role == Role::Environment).map(|d| d.name.as_str()).collect();
         assert_eq!(env, ["path1", "path2", "more_paths"]);
         let s = Settings::from_params(&defaults()).unwrap();
@@ -407,12 +395,7 @@ mod tests {
             ("gap", Value::Duration(Duration::from_secs(61)), "0s to 60s"),
             ("scheduler", Value::String(" ".into()), "shipped scheduler"),
         ];
-        for (name, value, form) in cases {
-            let mut p = defaults();
-            p.insert(name, value);
-            let e = Settings::from_params(&p).unwrap_err().to_string();
-            assert!(e.contains(form), "{name}: {e}");
-        }
+        assert_each_refused(&Multipath, cases, Settings::from_params);
     }
 
     #[test]
@@ -429,11 +412,6 @@ mod tests {
     /// with its artifact, and an unknown scheduler fails the experiment.
     #[test]
     fn a_short_fct_experiment_records_scalars_that_match_its_report() {
-        if braid_emu::check_capabilities().is_err() {
-            eprintln!("skipped: needs the emulator (root)");
-            return;
-        }
-        let _serial = crate::template::builtin::data::emulator_test_lock();
         let fct = |scheduler: &str| {
             vec![
                 ("part".to_string(), Value::Enum("fct".into())),
@@ -444,12 +422,13 @@ mod tests {
                 ("path2".to_string(), link_value("rate=20mbit,rtt=20ms,loss=2%")),
             ]
         };
-        let runs = run_experiments(
+        let Some(runs) = run_on_emulator(
             Arc::new(Multipath),
             vec![fct("redundant"), fct("fastest")],
             &OneOffOptions { seed: 5, timeout: Some(Duration::from_secs(60)) },
-        )
-        .unwrap();
+        ) else {
+            return;
+        };
         let r = &runs[0];
         assert!(r.ok(), "{:?}", r.error);
         let run: MultipathRun = serde_json::from_value(r.artifact("report").unwrap().clone()).unwrap();

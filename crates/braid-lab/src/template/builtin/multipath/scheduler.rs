@@ -1,7 +1,9 @@
 //! A ProgMP scheduler named by a template parameter: an existing
 //! `.progmp` file is compiled, anything else names a shipped scheduler
 //! (`braid progmp list`; underscores, dashes and case do not matter,
-//! `default` is the default scheduler).
+//! `default` is the default scheduler). The loading is
+//! [`braid::progmp::load_scheduler`], shared with `braid send`; this
+//! module only says which of its errors are the input's fault.
 //!
 //! ```
 //! use braid_lab::template::builtin::multipath::scheduler::load;
@@ -10,56 +12,34 @@
 //! assert!(load("fastest").unwrap_err().to_string().contains("one of"));
 //! ```
 
-use std::path::Path;
 use std::sync::Arc;
 
-use braid::progmp::{Program, BUILTINS, DEFAULT_SCHEDULER};
+use braid::progmp::{load_scheduler, LoadError, Program};
 
 use crate::template::TemplateError;
-
-fn squash(name: &str) -> String {
-    name.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
-}
 
 /// The scheduler `name_or_file` names, with its name (the file's
 /// `SCHEDULER` name, or the shipped one's canonical name).
 pub fn load(name_or_file: &str) -> Result<(String, Arc<Program>), TemplateError> {
-    let path = Path::new(name_or_file);
-    if path.is_file() {
-        let source = std::fs::read_to_string(path).map_err(|e| TemplateError::io(format!("scheduler {name_or_file}"), e))?;
-        let program = Program::compile(&source).map_err(|e| {
-            TemplateError::Invalid(format!(
-                "scheduler {name_or_file}: not a valid ProgMP scheduler:\n{}",
-                e.render(name_or_file, &source)
-            ))
-        })?;
-        let name = program.name().map(str::to_string).unwrap_or_else(|| name_or_file.to_string());
-        return Ok((name, Arc::new(program)));
-    }
-    let wanted = squash(if name_or_file == "default" { DEFAULT_SCHEDULER } else { name_or_file });
-    let Some(builtin) = BUILTINS.iter().find(|b| squash(b.name) == wanted) else {
-        let known: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
-        return Err(TemplateError::Invalid(format!(
-            "scheduler {name_or_file}: no such file, and not a shipped scheduler; expected a .progmp file or one of: {}",
-            known.join(", ")
-        )));
-    };
-    let program = Program::compile(builtin.source)
-        .map_err(|e| TemplateError::Failed(format!("shipped scheduler {} does not compile: {e}", builtin.name)))?;
-    Ok((builtin.name.to_string(), Arc::new(program)))
+    load_scheduler(name_or_file).map_err(|e| match e {
+        LoadError::Read { path, source } => TemplateError::io(format!("scheduler {path}"), source),
+        LoadError::Invalid { .. } | LoadError::Unknown { .. } => TemplateError::Invalid(format!("scheduler {e}")),
+        LoadError::Shipped { .. } => TemplateError::Failed(e.to_string()),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use braid::progmp::BUILTINS;
 
     #[test]
-    fn every_shipped_scheduler_loads_under_its_name() {
+    fn a_shipped_name_loads_and_bad_input_is_invalid() {
         for b in BUILTINS {
-            assert_eq!(load(b.name).unwrap().0, b.name);
             assert_eq!(load(&b.name.to_uppercase().replace('_', "-")).unwrap().0, b.name);
         }
-        assert_eq!(load("default").unwrap().0, DEFAULT_SCHEDULER);
+        let e = load("fastest").unwrap_err();
+        assert!(matches!(&e, TemplateError::Invalid(m) if m.starts_with("scheduler fastest: no such file")), "{e}");
     }
 
     #[test]
@@ -72,8 +52,8 @@ mod tests {
         assert_eq!(load(good.to_str().unwrap()).unwrap().0, "redundant");
         let bad = dir.join("bad.progmp");
         std::fs::write(&bad, "SCHEDULER broken; VAR x = ;").unwrap();
-        let e = load(bad.to_str().unwrap()).unwrap_err().to_string();
-        assert!(e.contains("not a valid ProgMP scheduler"), "{e}");
+        let e = load(bad.to_str().unwrap()).unwrap_err();
+        assert!(matches!(&e, TemplateError::Invalid(m) if m.contains("not a valid ProgMP scheduler")), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

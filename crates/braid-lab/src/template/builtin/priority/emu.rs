@@ -19,7 +19,7 @@
 //!   echoed by `b` through the same path (as `ping` would), on threads of
 //!   their own so that the senders' load does not delay the timestamps.
 //! - Stalls at a switch: the switched connection's `packets_sent` is polled
-//!   every millisecond for [`STALL_WINDOW`] after the switch.
+//!   every millisecond for `STALL_WINDOW` (10 s) after the switch.
 //! - A stopped kernel TCP flow is reset (`SO_LINGER` 0) so that its socket
 //!   buffer does not keep sending; a stopped Braid flow drains what is
 //!   buffered, as in the simulator.

@@ -6,11 +6,11 @@
 //! One experiment is one scenario run: the scenario definitions, the report
 //! ([`build_report`](crate::harness::priority_sim::build_report)) and the
 //! acceptance checks are the simulator's
-//! ([`priority_sim`](crate::harness::priority_sim)); only the runner
-//! ([`emu`]) differs. The parameters that pick the run
-//! ([`scenario_config`]) and the records it leaves ([`records`]) are
-//! public so that a simulator template of the same scenarios can share
-//! them.
+//! ([`priority_sim`]); only the runner
+//! ([`emu`]) differs. The records it leaves ([`records`]) and the
+//! meaning of its `link` ([`link_override`]) are shared with the
+//! simulator's `sim-priority` template, so a metric of one means the same
+//! in the other.
 //!
 //! ```
 //! use braid_lab::template::builtin::priority::{scenario_config, Priority};
@@ -33,13 +33,14 @@ pub mod records;
 
 use std::time::Duration;
 
+use braid_link::LinkSpec;
 use braid_proto::CcAlgorithm;
 
 use crate::harness::priority_sim::{self, ScenarioConfig, ScenarioOptions};
 use crate::param::{ParamDecl, ParamType, Params, Value};
 use crate::template::{Context, Requirements, Template, TemplateError};
 
-pub use records::{record_report, report_of, report_scalars, REPORT_ARTIFACT};
+pub use records::{record_report, report_of, report_scalars, report_series, REPORT_ARTIFACT};
 
 /// DTL's scenarios, as the `scenario` parameter names them (the same
 /// names and variants as the `sim-priority` template's: `decrease` picks
@@ -76,43 +77,56 @@ impl Template for Priority {
         "priority"
     }
 
+    /// 2: metrics by phase and flow index with the unit first, shared with
+    /// the other priority template; series at the middle of each bin;
+    /// the scenario, its TCP and its timing are the environment.
+    fn version(&self) -> u32 {
+        2
+    }
+
     fn description(&self) -> &str {
         "DTL's priority scenarios over the emulator: Braid LEDBAT/MulTCP flows against kernel TCP on one bottleneck"
     }
 
+    /// Roles as MACI draws the line: the configuration is what Braid
+    /// controls (the controller and its settings), the environment is the
+    /// network and the competition (the path, the competing TCP, which
+    /// flows compete when, the run's length and how it is measured), so
+    /// `braid lab best` compares Braid's settings within one network and
+    /// one competition. The order and roles are `sim-priority`'s.
     fn params(&self) -> Vec<ParamDecl> {
         vec![
-            ParamDecl::config("scenario", ParamType::one_of(&SCENARIOS), Value::Enum("switch".into()))
+            ParamDecl::env("scenario", ParamType::one_of(&SCENARIOS), Value::Enum("switch".into()))
                 .doc("DTL's scenario: polite, latecomer, multcp, switch or five"),
-            ParamDecl::config("multcp_pair", ParamType::Bool, Value::Bool(false))
+            ParamDecl::env("link", ParamType::Link, Value::Link(String::new())).doc(
+                "the bottleneck path; empty (or any ideal link, which has no bottleneck) = the scenario's in DTL's \
+                 evaluation: rtt=40ms,rate=10mbit,queue=250kb; multcp: the same with loss=0.2%; switch: \
+                 rtt=25ms,rate=5mbit,queue=125kb",
+            ),
+            ParamDecl::env("scale", ParamType::float_range(0.0, 100.0), Value::Float(1.0)).doc(
+                "multiplies every time of the scenario (1 = the paper's: polite 120 s, latecomer 150 s, \
+                 multcp 200 s, switch 480 s, five 340 s)",
+            ),
+            ParamDecl::env("duration", ParamType::Duration, Value::Duration(Duration::ZERO))
+                .doc("length of the run, the paper's timings scaled to fit (0s = set by scale)"),
+            ParamDecl::env("bin", ParamType::Duration, Value::Duration(Duration::ZERO))
+                .doc("width of the throughput bins (0s = 1 s x the time scale, at least 250 ms)"),
+            ParamDecl::env("tcp", ParamType::one_of(&["cubic", "newreno"]), Value::Enum("cubic".into()))
+                .doc("congestion control of the competing kernel TCP flows (newreno = kernel reno)"),
+            ParamDecl::env("multcp_pair", ParamType::Bool, Value::Bool(false))
                 .doc("multcp only: two MulTCP(n) flows instead of MulTCP(n) against TCP"),
             ParamDecl::config("n", ParamType::float_range(0.0, 100.0), Value::Float(1.0))
                 .doc("multcp only: the Braid flow's priority N (MulTCP(N)), in (0, 100]"),
+            ParamDecl::config("ledbat", ParamType::one_of(&["ledbat", "ledbat++"]), Value::Enum("ledbat".into()))
+                .doc("the p = 0 controller: RFC 6817 with DTL's multiplicative decrease, or LEDBAT++"),
             ParamDecl::config(
                 "decrease",
                 ParamType::one_of(&["multiplicative", "additive"]),
                 Value::Enum("multiplicative".into()),
             )
             .doc("LEDBAT's decrease: DTL's multiplicative or RFC 6817's additive (delay_beta=1; latecomer_additive)"),
-            ParamDecl::config("scale", ParamType::float_range(0.0, 100.0), Value::Float(1.0)).doc(
-                "multiplies every time of the scenario (1 = the paper's: polite 120 s, latecomer 150 s, \
-                 multcp 200 s, switch 480 s, five 340 s)",
-            ),
-            ParamDecl::config("duration", ParamType::Duration, Value::Duration(Duration::ZERO))
-                .doc("length of the run, the paper's timings scaled to fit (0s = set by scale)"),
-            ParamDecl::config("tcp", ParamType::one_of(&["cubic", "newreno"]), Value::Enum("cubic".into()))
-                .doc("congestion control of the competing kernel TCP flows (newreno = kernel reno)"),
-            ParamDecl::config("ledbat", ParamType::one_of(&["ledbat", "ledbat++"]), Value::Enum("ledbat".into()))
-                .doc("the p = 0 controller: RFC 6817 with DTL's multiplicative decrease, or LEDBAT++"),
             ParamDecl::config("params", ParamType::String, Value::String(String::new())).doc(
                 "extra parameters of every Braid flow's controller, NAME=VALUE,... (e.g. delay_beta=1,target_ms=60)",
-            ),
-            ParamDecl::config("bin", ParamType::Duration, Value::Duration(Duration::ZERO))
-                .doc("width of the throughput bins (0s = 1 s x the time scale, at least 250 ms)"),
-            ParamDecl::env("link", ParamType::Link, Value::Link(String::new())).doc(
-                "the bottleneck path; empty (or any ideal link, which has no bottleneck) = the scenario's in DTL's \
-                 evaluation: rtt=40ms,rate=10mbit,queue=250kb; multcp: the same with loss=0.2%; switch: \
-                 rtt=25ms,rate=5mbit,queue=125kb",
             ),
         ]
     }
@@ -142,7 +156,7 @@ impl Template for Priority {
             let total = cfg.duration.as_secs_f64();
             emu::run(&cfg, builder, ctx.deadline, &|t: Duration| ctx.progress(t.as_secs_f64() / total))?
         };
-        record_report(ctx, &report);
+        record_report(ctx, &report, ledbat_target_ms(ctx.params)?);
         Ok(())
     }
 }
@@ -199,12 +213,7 @@ pub fn scenario_config(params: &Params, seed: u64) -> Result<ScenarioConfig, Tem
         dtl_params.push(("delay_beta".to_string(), 1.0));
     }
     dtl_params.extend(parse_cc_params(params.str("params")?)?);
-    let link = params.link("link")?;
-    // An ideal link (the empty default, parsed back) has no bottleneck to
-    // share: it stands for the scenario's own.
-    let ideal = braid_link::LinkSpec::default().to_string();
-    let link = (link.to_string() != ideal).then_some(link);
-    let opts = ScenarioOptions { link, scale, tcp, ns: vec![n], dtl_params, seed };
+    let opts = ScenarioOptions { link: link_override(params)?, scale, tcp, ns: vec![n], dtl_params, seed };
     let built = match scenario {
         "polite" => priority_sim::polite(&opts),
         "latecomer" => priority_sim::latecomer(&opts, additive),
@@ -218,6 +227,19 @@ pub fn scenario_config(params: &Params, seed: u64) -> Result<ScenarioConfig, Tem
     cfg.bin = if bin.is_zero() { cfg.bin.max(MIN_BIN) } else { bin };
     priority_sim::validate(&cfg).map_err(|e| TemplateError::Invalid(e.to_string()))?;
     Ok(cfg)
+}
+
+/// The `link` parameter of a priority template (`priority` or
+/// `sim-priority`): `None`, the scenario's own path (the paper's), for
+/// the empty default and for any ideal link (which has no bottleneck, so
+/// it is never a priority scenario's path: `rtt=0ms` is how experiments
+/// stored before the empty default wrote it); else the path to use.
+pub fn link_override(params: &Params) -> Result<Option<LinkSpec>, TemplateError> {
+    if params.str("link")?.trim().is_empty() {
+        return Ok(None);
+    }
+    let link = params.link("link")?;
+    Ok((link != LinkSpec::default()).then_some(link))
 }
 
 /// `NAME=VALUE,...` (empty: none), each value a finite number: the

@@ -21,26 +21,32 @@ fn config(values: &[(&str, Value)]) -> Result<ScenarioConfig, TemplateError> {
     scenario_config(&params(values), 7)
 }
 
+/// MACI's line: the configuration is Braid's controller and its
+/// settings; the scenario, the competing TCP, the path and the run's
+/// length and binning are the environment.
+const CONFIGURATION: [&str; 4] = ["n", "ledbat", "decrease", "params"];
+
 #[test]
 fn declares_typed_parameters_whose_defaults_parse() {
     let decls = Priority.params();
     let names: Vec<&str> = decls.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(
         names,
-        ["scenario", "multcp_pair", "n", "decrease", "scale", "duration", "tcp", "ledbat", "params", "bin", "link"]
+        ["scenario", "link", "scale", "duration", "bin", "tcp", "multcp_pair", "n", "ledbat", "decrease", "params"]
     );
     let defaults = params(&[]);
     let mut parsed_back = Params::default();
     for d in &decls {
         assert!(crate::param::valid_name(&d.name), "{}", d.name);
         assert!(!d.doc.is_empty(), "{} has no doc", d.name);
-        // The stored text of a default parses (rerun, store) ...
-        parsed_back.insert(&d.name, d.ty.parse_text(&d.default.to_text()).unwrap());
-        let want = if d.name == "link" { Role::Environment } else { Role::Configuration };
+        // The stored text of a default parses to the same value (rerun, store).
+        let back = d.ty.parse_text(&d.default.to_text()).unwrap();
+        assert_eq!(back, d.default, "{}", d.name);
+        parsed_back.insert(&d.name, back);
+        let want = if CONFIGURATION.contains(&d.name.as_str()) { Role::Configuration } else { Role::Environment };
         assert_eq!(d.role, want, "{}", d.name);
     }
-    // ... to the same experiment (the empty link comes back as `rtt=0ms`,
-    // an ideal link, which stands for the scenario's own too).
+    assert_eq!(defaults.get("link").unwrap(), &Value::Link(String::new()), "the scenario's own link");
     for name in SCENARIOS {
         let mut a = defaults.clone();
         let mut b = parsed_back.clone();
@@ -50,6 +56,20 @@ fn declares_typed_parameters_whose_defaults_parse() {
     }
     assert_eq!(Priority.requirements(), Requirements { emulator: true, exclusive: true });
     assert_eq!(crate::template::find_builtin("priority").map(|t| t.name().to_string()).as_deref(), Some("priority"));
+}
+
+#[test]
+fn an_empty_or_ideal_link_is_the_scenarios_own() {
+    let link = |text: &str| link_override(&params(&[("link", Value::Link(text.into()))]));
+    assert_eq!(link("").unwrap(), None);
+    assert_eq!(link("  ").unwrap(), None);
+    // How experiments stored before the empty default wrote it.
+    assert_eq!(link("rtt=0ms").unwrap(), None);
+    assert_eq!(link("rtt=10ms,rate=20mbit").unwrap().map(|l| l.to_string()).as_deref(), Some("rtt=10ms,rate=20mbit"));
+    let e = link("rtt=fast").unwrap_err().to_string();
+    assert!(e.contains("link"), "{e}");
+    let ideal = config(&[scenario("switch"), ("link", Value::Link("rtt=0ms".into()))]).unwrap();
+    assert_eq!(ideal.link.to_string(), SWITCH_LINK.parse::<braid_link::LinkSpec>().unwrap().to_string());
 }
 
 #[test]
@@ -161,35 +181,56 @@ fn simulated_report() -> ScenarioReport {
     priority_sim::run(&cfg).unwrap()
 }
 
-#[test]
-fn scalars_series_and_artifact_carry_the_report() {
-    let r = simulated_report();
+/// Record `r` as a template would, and read the records back.
+fn recorded(r: &ScenarioReport, target_ms: f64) -> OneOffResult {
     let mut rec = Recorder::in_memory();
     let dir = std::env::temp_dir();
     let p = Params::default();
     {
         let mut ctx = Context::new(&p, 1, Instant::now() + Duration::from_secs(5), &mut rec, &dir, "t");
-        record_report(&mut ctx, &r);
+        record_report(&mut ctx, r, target_ms);
     }
-    let result = OneOffResult { params: p.clone(), error: None, records: rec.take() };
+    OneOffResult { params: p, error: None, records: rec.take() }
+}
+
+#[test]
+fn scalars_series_and_artifact_carry_the_report() {
+    let r = simulated_report();
+    let result = recorded(&r, 100.0);
     // Each scalar is the report's figure, computed independently here.
     let m = |name: &str| result.metric(name).unwrap_or_else(|| panic!("no {name}"));
     for (k, phase) in r.phases.iter().enumerate() {
         for (i, f) in phase.flows.iter().enumerate() {
-            assert_eq!(m(&format!("phase{k}.flow{i}.throughput_mbps")), f.mbps);
-            assert_eq!(m(&format!("phase{k}.flow{i}.share_of_capacity_ratio")), f.mbps / 5.0);
-            assert_eq!(m(&format!("phase{k}.flow{i}.share_of_total_ratio")), f.share_of_total);
+            assert_eq!(m(&format!("throughput_mbps.phase{k}.flow{i}")), f.mbps);
+            assert_eq!(m(&format!("share_of_capacity_ratio.phase{k}.flow{i}")), f.mbps / 5.0);
+            assert_eq!(m(&format!("share_of_total_ratio.phase{k}.flow{i}")), f.share_of_total);
         }
-        assert_eq!(m(&format!("phase{k}.jain_index")), phase.jain.unwrap());
-        assert_eq!(m(&format!("phase{k}.queuing_delay_p99_ms")), phase.queuing_delay_p99_ms.unwrap());
-        assert_eq!(m(&format!("phase{k}.loss_ratio")), phase.loss);
+        let total: f64 = phase.flows.iter().map(|f| f.mbps).sum();
+        assert_eq!(m(&format!("utilization_ratio.phase{k}")), total / 5.0);
+        assert_eq!(m(&format!("jain_index.phase{k}")), phase.jain.unwrap());
+        assert_eq!(m(&format!("queuing_delay_p99_ms.phase{k}")), phase.queuing_delay_p99_ms.unwrap());
+        assert_eq!(m(&format!("loss_ratio.phase{k}")), phase.loss);
+        assert_eq!(m(&format!("queue_drops_packets.phase{k}")), phase.queue_drops as f64);
     }
-    assert_eq!(m("flow1.throughput_mbps"), r.flows[1].mean_mbps);
-    assert_eq!(m("switch1.stall_rtts"), r.switches[1].stall_rtts);
+    assert_eq!(m("mean_throughput_mbps.flow1"), r.flows[1].mean_mbps);
+    assert_eq!(m("delivered_bytes.flow0"), r.flows[0].bytes as f64);
+    assert_eq!(m("stall_rtts.switch1"), r.switches[1].stall_rtts);
+    assert_eq!(m("switch_at_secs.switch0"), r.switches[0].at_secs);
+    assert_eq!(m("switch_count"), 2.0);
     assert_eq!(m("max_stall_rtts"), r.switches[0].stall_rtts.max(r.switches[1].stall_rtts));
+    assert_eq!(m("max_stall_ms"), r.switches[0].longest_stall_ms.max(r.switches[1].longest_stall_ms));
     assert_eq!(m("queuing_delay_p50_ms"), r.queuing_delay_p50_ms.unwrap());
+    let (sent, lost) = r.flows.iter().fold((0, 0), |(s, l), f| (s + f.packets_sent, l + f.packets_lost));
+    assert!(sent > 0);
+    assert_eq!(m("loss_ratio"), lost as f64 / sent as f64);
     let link = r.forward_link;
     assert_eq!(m("bottleneck_loss_ratio"), link.dropped() as f64 / link.offered as f64);
+    assert_eq!(m("queue_drops_packets"), link.dropped_queue as f64);
+    // The checks are the harness's for this one run, with this target.
+    let checks = priority_sim::checks(std::slice::from_ref(&r), 100.0);
+    assert_eq!(checks.len(), 5, "switch has five criteria");
+    let passed = checks.iter().filter(|c| c.pass).count() as f64;
+    assert_eq!((m("checks_passed"), m("checks_failed")), (passed, 5.0 - passed));
     // No figure twice, none made up.
     let metrics: Vec<&str> = result
         .records
@@ -201,15 +242,39 @@ fn scalars_series_and_artifact_carry_the_report() {
         .collect();
     let unique: std::collections::BTreeSet<&str> = metrics.iter().copied().collect();
     assert_eq!(unique.len(), metrics.len());
-    assert_eq!(metrics.len(), report_scalars(&r).len());
-    // One series point per bin and flow, at the bins' middles.
+    assert_eq!(metrics.len(), report_scalars(&r, 100.0).len());
+    // One series point per bin, at the bins' middles.
     for (i, f) in r.flows.iter().enumerate() {
         let s = result.series(&format!("throughput_mbps.flow{i}"));
         assert_eq!(s.len(), f.throughput_mbps.len());
         assert_eq!(s[0], (r.bin_secs / 2.0, f.throughput_mbps[0]));
+        let last = s.len() - 1;
+        assert_eq!(s[last], ((last as f64 + 0.5) * r.bin_secs, f.throughput_mbps[last]));
     }
+    let drops = result.series("queue_drops_packets");
+    assert_eq!(drops.len(), r.queue_drops.len());
+    assert_eq!(drops.iter().map(|p| p.1).sum::<f64>(), r.queue_drops.iter().sum::<u64>() as f64);
     assert_eq!(report_of(&result).unwrap(), r, "the artifact is the report");
     assert_eq!(result.warnings().count(), 0);
+}
+
+#[test]
+fn the_checks_follow_the_delay_target() {
+    // polite's two delay criteria are relative to the p = 0 controller's
+    // target: a target far above any queue passes them, one far below
+    // fails them; its three share criteria do not depend on it.
+    let cfg = config(&[scenario("polite"), ("scale", Value::Float(0.05))]).unwrap();
+    let r = priority_sim::run(&cfg).unwrap();
+    assert!(r.phases.iter().all(|p| p.queuing_delay_p99_ms.is_some_and(|d| d > 0.01)), "{:?}", r.phases);
+    let counts = |target: f64| {
+        let s = report_scalars(&r, target);
+        let get = |n: &str| s.iter().find(|(name, _)| name == n).map(|(_, v)| *v).unwrap();
+        (get("checks_passed"), get("checks_failed"))
+    };
+    let (loose, strict) = (counts(1e9), counts(0.001));
+    assert_eq!(loose.0 + loose.1, 5.0);
+    assert_eq!(strict.0 + strict.1, 5.0);
+    assert_eq!(loose.0 - strict.0, 2.0, "loose {loose:?}, strict {strict:?}");
 }
 
 #[test]
@@ -218,21 +283,24 @@ fn missing_figures_are_left_out_and_failures_warned() {
     r.phases[0].jain = None;
     r.phases[0].flows[0].share_of_capacity = None;
     r.queuing_delay_p99_ms = None;
+    r.phases[1].flows[1].mbps = f64::NAN;
     r.switches.clear();
     r.flows[0].error = Some("connection refused".into());
-    let names: Vec<String> = report_scalars(&r).into_iter().map(|(n, _)| n).collect();
-    for gone in ["phase0.jain_index", "phase0.flow0.share_of_capacity_ratio", "queuing_delay_p99_ms", "max_stall_rtts"] {
+    let names: Vec<String> = report_scalars(&r, 100.0).into_iter().map(|(n, _)| n).collect();
+    for gone in [
+        "jain_index.phase0",
+        "share_of_capacity_ratio.phase0.flow0",
+        "throughput_mbps.phase1.flow1",
+        "queuing_delay_p99_ms",
+        "max_stall_rtts",
+        "max_stall_ms",
+    ] {
         assert!(!names.iter().any(|n| n == gone), "{gone} recorded");
     }
-    assert!(names.iter().any(|n| n == "phase1.jain_index"));
-    let mut rec = Recorder::in_memory();
-    let dir = std::env::temp_dir();
-    let p = Params::default();
-    {
-        let mut ctx = Context::new(&p, 1, Instant::now() + Duration::from_secs(5), &mut rec, &dir, "t");
-        record_report(&mut ctx, &r);
-    }
-    let result = OneOffResult { params: p, error: None, records: rec.take() };
+    assert!(names.iter().any(|n| n == "jain_index.phase1"));
+    assert!(names.iter().any(|n| n == "switch_count"), "no switches is a count of 0");
+    let result = recorded(&r, 100.0);
+    assert_eq!(result.metric("switch_count"), Some(0.0));
     let warnings: Vec<&str> = result.warnings().collect();
     assert!(warnings.len() == 1 && warnings[0].contains("tcp") && warnings[0].contains("refused"), "{warnings:?}");
     let empty = OneOffResult { params: Params::default(), error: None, records: Vec::new() };
@@ -273,7 +341,7 @@ fn a_short_emulator_run_records_its_report() {
     assert_eq!(r.scenario, "switch");
     assert_eq!(r.switches.len(), 2);
     assert!(r.flows.iter().all(|f| f.error.is_none() && f.bytes > 0), "{r:?}");
-    for (name, v) in report_scalars(&r) {
+    for (name, v) in report_scalars(&r, 100.0) {
         assert_eq!(run.metric(&name), Some(v), "{name}");
     }
     assert_eq!(run.series("throughput_mbps.flow1").len(), 24, "6 s of 250 ms bins");

@@ -133,7 +133,11 @@ impl Template for Stream {
             ParamDecl::config("size", ParamType::Size, Value::Size(1024))
                 .doc("messages: bytes per message, 1 B to 16 MiB"),
             ParamDecl::config("cc", ParamType::one_of(&CC_NAMES), Value::Enum("cubic".into()))
-                .doc("congestion control of Braid and quinn (quinn: newreno or cubic); TCP keeps the kernel's"),
+                .doc("congestion control of Braid and quinn (quinn: newreno or cubic); kernel TCP's is tcp_cc"),
+            ParamDecl::config("tcp_cc", ParamType::String, Value::String(String::new())).doc(
+                "kernel TCP's congestion control (TCP_CONGESTION: cubic, reno, bbr, ...); empty: the kernel's \
+                 default, net.ipv4.tcp_congestion_control (BBR on some machines: name it when comparing)",
+            ),
             ParamDecl::config("mtu", ParamType::int_range(1200, 65527), Value::Int(i64::from(default_mtu)))
                 .doc("largest UDP payload of Braid and quinn, bytes"),
             ParamDecl::env("link", ParamType::Link, Value::Link(String::new())).doc(
@@ -166,6 +170,10 @@ impl Template for Stream {
             braid_emu::check_capabilities().map_err(|e| TemplateError::Unavailable(e.to_string()))?;
         }
         let cfgs = PeerConfigs {
+            tcp_cc: match ctx.params.str("tcp_cc")?.trim() {
+                "" => None,
+                name => Some(name.to_string()),
+            },
             braid: s.endpoint.clone(),
             quic: match s.peer {
                 Peer::Quinn => Some(quic::configs(&s.endpoint.transport)?),
@@ -360,24 +368,15 @@ mod tests {
     use crate::oneoff::{run_experiments, OneOffOptions};
 
     fn defaults() -> Params {
-        let mut p = Params::default();
-        for d in Stream.params() {
-            p.insert(&d.name, d.default.clone());
-        }
-        p
+        crate::template::builtin::test_support::defaults(&Stream)
     }
 
     #[test]
     fn declarations_have_todays_defaults_and_valid_names() {
+        // Every default is a value of its own type, but the link's: empty
+        // stands for loopback.
+        crate::template::builtin::test_support::assert_declarations_valid(&Stream, &["link"]);
         let decls = Stream.params();
-        for d in &decls {
-            assert!(crate::param::valid_name(&d.name), "{}", d.name);
-            assert!(!d.doc.is_empty(), "{} has no doc", d.name);
-            if d.name != "link" {
-                // Every default is a value of its own type.
-                assert_eq!(d.ty.parse_text(&d.default.to_text()).unwrap(), d.default, "{}", d.name);
-            }
-        }
         let p = defaults();
         assert_eq!(p.size("bytes").unwrap(), 256 << 20);
         assert_eq!(p.size("chunk").unwrap(), 128 << 10);

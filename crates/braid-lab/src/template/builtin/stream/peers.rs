@@ -121,6 +121,9 @@ pub struct PeerConfigs {
     pub braid: EndpointConfig,
     /// quinn's, for the quinn peer.
     pub quic: Option<QuicConfigs>,
+    /// Kernel TCP's congestion control on the sender (`TCP_CONGESTION`);
+    /// `None`: the kernel's default.
+    pub tcp_cc: Option<String>,
 }
 
 /// The channels joining the two ends of a run: the receiver's address to
@@ -170,7 +173,10 @@ pub async fn run(
             let cfg = EndpointConfig { accept_incoming: false, ..cfgs.braid.clone() };
             ends.client.spawn(move || braid_client(client_ip, cfg, w, addr, end_rx))?
         }
-        Peer::Tcp => ends.client.spawn(move || tcp_client(w, addr, end_rx))?,
+        Peer::Tcp => {
+            let cc = cfgs.tcp_cc.clone();
+            ends.client.spawn(move || tcp_client(w, addr, cc, end_rx))?
+        }
         Peer::Quinn => {
             let cfg = cfgs.quic.clone().context("quinn run without a quinn configuration")?;
             ends.client.spawn(move || quinn_client(client_ip, cfg.client, w, addr, end_rx))?
@@ -276,9 +282,22 @@ async fn tcp_server(
     Ok(())
 }
 
-async fn tcp_client(w: Arc<Workload>, addr: SocketAddr, end: oneshot::Receiver<Instant>) -> Result<Sent, TemplateError> {
+async fn tcp_client(
+    w: Arc<Workload>,
+    addr: SocketAddr,
+    cc: Option<String>,
+    end: oneshot::Receiver<Instant>,
+) -> Result<Sent, TemplateError> {
     let start = Instant::now();
-    let mut stream = tokio::net::TcpStream::connect(addr).await.context("tcp connect")?;
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    }
+    .context("tcp socket")?;
+    if let Some(cc) = &cc {
+        crate::template::builtin::exon::tcp_run::set_congestion_control(&socket, cc)?;
+    }
+    let mut stream = socket.connect(addr).await.context("tcp connect")?;
     if w.is_messages() {
         let mut frames = FrameWriter::new(&mut stream);
         for piece in w.pieces() {
