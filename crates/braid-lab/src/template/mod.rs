@@ -236,7 +236,7 @@ impl<'a> Context<'a> {
     pub fn testbed_name(&mut self) -> String {
         let n = self.testbeds;
         self.testbeds += 1;
-        let mut name = format!("l{}{}", self.tag, base36(n));
+        let mut name = format!("l{}{}", self.tag, base36(u64::from(n)));
         name.truncate(8);
         name
     }
@@ -261,18 +261,13 @@ fn unique_tag(tag: &str) -> String {
     h.update(&std::process::id().to_le_bytes());
     h.update(&CONTEXTS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
     let bytes = h.finalize();
-    let mut n = u64::from_le_bytes(bytes.as_bytes()[..8].try_into().unwrap_or([0; 8]));
-    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    (0..6)
-        .map(|_| {
-            let d = DIGITS[(n % 36) as usize] as char;
-            n /= 36;
-            d
-        })
-        .collect()
+    let n = u64::from_le_bytes(bytes.as_bytes()[..8].try_into().unwrap_or([0; 8]));
+    let mut tag = base36(n);
+    tag.truncate(6);
+    tag
 }
 
-fn base36(mut n: u32) -> String {
+fn base36(mut n: u64) -> String {
     const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut s = Vec::new();
     loop {
