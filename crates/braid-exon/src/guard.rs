@@ -19,7 +19,7 @@
 //! (draft-cardwell-iccrg-bbr-congestion-control-02 §4.5.10).
 //!
 //! The BBR-style controller now keeps such a bound itself
-//! (`braid_proto::cc::Bbr::inflight_hi`, on the same signal), so the guard
+//! (`braid_recovery::Bbr::inflight_hi`, on the same signal), so the guard
 //! must not answer the same loss a second time: two multiplicative cuts per
 //! episode starve Exon next to CUBIC instead of sharing. A round counts as
 //! congested only when it lost more than 2% of its fragments (BBR's

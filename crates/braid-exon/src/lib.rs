@@ -33,7 +33,7 @@
 //! bandwidth-delay product; messages up to 16 MiB are fragmented, use one
 //! slot, and are delivered whole when the last fragment arrives; the
 //! retransmission timeout comes from the measured RTT (RFC 6298 formulas);
-//! congestion control goes through `braid_proto`'s trait, BBR-style by
+//! congestion control, the RTT estimator and the pacer are `braid_recovery`'s, BBR-style by
 //! default, so random loss is not read as congestion, while loss that
 //! comes with a standing queue caps the window ([`guard`]) so loss-based
 //! flows sharing a bottleneck keep their share; peers are logical

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use braid_core::Instant;
-use braid_proto::cc::{Acked, Bbr, CcAlgorithm, CongestionController, RttEstimate};
+use braid_recovery::{Acked, Bbr, CcAlgorithm, CongestionController, Pacer, RttEstimator};
 use bytes::Bytes;
 
 use crate::guard::QueueLossGuard;
@@ -150,69 +150,6 @@ pub struct NodeStats {
     pub address_changes: u64,
 }
 
-/// RFC 6298 §2 estimator (the same formulas as `braid-proto`'s, which is
-/// crate-private): SRTT, RTTVAR, RTO = SRTT + max(G, 4·RTTVAR), here at
-/// least 2·SRTT, doubled per consecutive timeout (§5.5) until a new sample
-/// (§5.7).
-#[derive(Debug, Clone)]
-struct Rtt {
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    min: Option<Duration>,
-    latest: Duration,
-    backoff: u32,
-}
-
-impl Rtt {
-    fn new(initial: Duration) -> Rtt {
-        Rtt {
-            srtt: None,
-            rttvar: initial / 2,
-            min: None,
-            latest: initial,
-            backoff: 0,
-        }
-    }
-    fn sample(&mut self, r: Duration) {
-        let r = r.max(Duration::from_micros(1));
-        self.latest = r;
-        self.min = Some(self.min.map_or(r, |m| m.min(r)));
-        self.backoff = 0;
-        match self.srtt {
-            None => {
-                self.srtt = Some(r); // (2.2)
-                self.rttvar = r / 2;
-            }
-            Some(s) => {
-                let d = s.abs_diff(r);
-                self.rttvar = self.rttvar * 3 / 4 + d / 4; // (2.3)
-                self.srtt = Some(s * 7 / 8 + r / 8);
-            }
-        }
-    }
-    fn smoothed(&self, initial: Duration) -> Duration {
-        self.srtt.unwrap_or(initial)
-    }
-    fn rto(&self, cfg: &NodeConfig) -> Duration {
-        let srtt = self.smoothed(cfg.initial_rtt);
-        let base = srtt + (self.rttvar * 4).max(Duration::from_millis(1));
-        // At least two smoothed RTTs (RFC 8985 §7.2's probe timeout): RACK
-        // recovers ordinary losses; this timer is the backstop, and firing
-        // it spuriously (on queueing delay alone) resends the whole flight.
-        let base = base.max(2 * srtt).max(cfg.min_rto);
-        base.checked_mul(1 << self.backoff.min(16))
-            .unwrap_or(cfg.max_rto)
-            .min(cfg.max_rto)
-    }
-    fn estimate(&self, initial: Duration) -> RttEstimate {
-        RttEstimate {
-            latest: self.latest,
-            smoothed: self.smoothed(initial),
-            min: self.min.unwrap_or(initial),
-        }
-    }
-}
-
 /// One token fragment in flight.
 #[derive(Debug, Clone, Copy)]
 struct Tx {
@@ -228,7 +165,10 @@ struct Tx {
 #[derive(Debug)]
 struct Path {
     addr: Option<SocketAddr>,
-    rtt: Rtt,
+    /// RFC 6298 estimates; the RTO is at least two SRTTs (RFC 8985 §7.2's
+    /// probe timeout): RACK recovers ordinary losses, this timer is the
+    /// backstop, and firing it spuriously resends the whole flight.
+    rtt: RttEstimator,
     cc: Box<dyn CongestionController>,
     /// Window cap on loss with a standing queue (BBR only).
     guard: Option<QueueLossGuard>,
@@ -237,9 +177,8 @@ struct Path {
     bytes_in_flight: u64,
     /// Send time of the latest-sent fragment acknowledged (RACK).
     rack_sent: Option<Instant>,
-    /// Pacing: bytes of credit and when it was last refilled.
-    credit: f64,
-    credit_at: Option<Instant>,
+    /// Token bucket at the controller's pacing rate, ten datagrams deep.
+    pacer: Pacer,
     /// Earliest time the pacer lets the next fragment go.
     pace_at: Option<Instant>,
     /// Periodic timer for REQSLOTS retransmission (l. 91).
@@ -366,15 +305,14 @@ impl ExonNode {
             let mss = cfg.max_datagram_size as u64;
             Path {
                 addr: None,
-                rtt: Rtt::new(cfg.initial_rtt),
+                rtt: RttEstimator::new(cfg.initial_rtt, cfg.min_rto, cfg.max_rto).with_srtt_floor(2),
                 cc: cfg.cc.build(mss, cfg.initial_window_packets * mss),
                 guard: (cfg.queue_loss_guard && cfg.cc == ExonCc::Bbr)
                     .then(|| QueueLossGuard::new(mss)),
                 in_flight: BTreeMap::new(),
                 bytes_in_flight: 0,
                 rack_sent: None,
-                credit: (cfg.initial_window_packets * mss) as f64,
-                credit_at: None,
+                pacer: Pacer::with_tokens(10 * mss, cfg.initial_window_packets * mss),
                 pace_at: None,
                 request_at: None,
                 keepalive_at: None,
@@ -397,7 +335,7 @@ impl ExonNode {
 
     /// Smoothed RTT to `peer`, once measured.
     pub fn rtt(&self, peer: NodeId) -> Option<Duration> {
-        self.paths.get(&peer).and_then(|p| p.rtt.srtt)
+        self.paths.get(&peer).filter(|p| p.rtt.has_sample()).map(|p| p.rtt.smoothed())
     }
 
     /// Sends `data` to `peer` exactly once. Fails with
@@ -499,7 +437,6 @@ impl ExonNode {
     }
 
     fn process_feedback(&mut self, now: Instant) {
-        let initial = self.cfg.initial_rtt;
         let mut touched: Vec<NodeId> = Vec::new();
         while let Some(fb) = self.machine.poll_feedback() {
             match fb {
@@ -513,7 +450,7 @@ impl ExonNode {
                     p.bytes_in_flight -= t.bytes;
                     if t.first {
                         // Karn: only first transmissions give samples.
-                        p.rtt.sample(now - t.sent_at);
+                        p.rtt.update(now - t.sent_at);
                         if let Some(g) = p.guard.as_mut() {
                             g.on_rtt(now, now - t.sent_at);
                         }
@@ -521,13 +458,13 @@ impl ExonNode {
                     if let Some(g) = p.guard.as_mut() {
                         g.on_ack(now, t.sent_at, p.cc.window());
                     }
-                    p.rtt.backoff = 0;
+                    p.rtt.reset_backoff();
                     p.rack_sent = Some(p.rack_sent.map_or(t.sent_at, |r| r.max(t.sent_at)));
                     let acked = Acked {
                         sent_time: t.sent_at,
                         bytes: t.bytes,
                         app_limited: t.app_limited,
-                        rtt: p.rtt.estimate(initial),
+                        rtt: p.rtt.estimate(),
                         one_way_delay_us: None,
                     };
                     p.cc.on_ack(now, &acked);
@@ -545,7 +482,7 @@ impl ExonNode {
                 }
                 Feedback::SlotsAnswered { peer, sent_at } => {
                     if let Some(p) = self.paths.get_mut(&peer) {
-                        p.rtt.sample(now - sent_at);
+                        p.rtt.update(now - sent_at);
                     }
                 }
             }
@@ -560,12 +497,11 @@ impl ExonNode {
     /// RACK (RFC 8985 §6.2): a fragment sent a reordering window before
     /// one already acknowledged is lost.
     fn detect_losses(&mut self, now: Instant, peer: NodeId) {
-        let initial = self.cfg.initial_rtt;
         let Some(p) = self.paths.get_mut(&peer) else {
             return;
         };
         let Some(rack) = p.rack_sent else { return };
-        let reo = (p.rtt.min.unwrap_or(initial) / 4).max(Duration::from_millis(1));
+        let reo = (p.rtt.min() / 4).max(Duration::from_millis(1));
         let mut lost = Vec::new();
         for (&tx, t) in &p.in_flight {
             if t.sent_at + reo <= rack {
@@ -618,11 +554,10 @@ impl ExonNode {
 
     fn arm_request_timer(&mut self, now: Instant, peer: NodeId) {
         let busy = self.machine.sender_busy(peer);
-        let cfg = self.cfg.clone();
         let p = self.path(peer);
         if busy {
             if p.request_at.is_none() {
-                p.request_at = Some(now + p.rtt.rto(&cfg));
+                p.request_at = Some(now + p.rtt.rto());
             }
         } else {
             p.request_at = None;
@@ -646,8 +581,6 @@ impl ExonNode {
     }
 
     fn may_send_fragment(&mut self, now: Instant, peer: NodeId, bytes: u64) -> bool {
-        let initial = self.cfg.initial_rtt;
-        let mss = self.cfg.max_datagram_size as f64;
         let Some(p) = self.paths.get_mut(&peer) else {
             return false;
         };
@@ -659,21 +592,9 @@ impl ExonNode {
             p.pace_at = None; // an acknowledgement, not a timer, opens the window
             return false;
         }
-        // Token bucket at the controller's pacing rate, ten datagrams deep.
-        let rate = p.cc.pacing_rate(p.rtt.smoothed(initial));
-        let cap = 10.0 * mss;
-        if let Some(last) = p.credit_at {
-            p.credit = (p.credit + (now - last).as_secs_f64() * rate).min(cap);
-        }
-        p.credit_at = Some(now);
-        if p.credit < bytes as f64 && rate.is_finite() && rate > 0.0 {
-            let wait = (bytes as f64 - p.credit) / rate;
-            p.pace_at =
-                Some(now + Duration::from_secs_f64(wait.min(1.0)).max(Duration::from_micros(1)));
-            return false;
-        }
-        p.pace_at = None;
-        true
+        let rate = p.cc.pacing_rate(p.rtt.smoothed());
+        p.pace_at = p.pacer.delay(now, rate, bytes);
+        p.pace_at.is_none()
     }
 
     fn build(&mut self, now: Instant, peer: NodeId, buf: &mut Vec<u8>) -> Option<Transmit> {
@@ -713,7 +634,7 @@ impl ExonNode {
             self.stats.fragments_sent += 1;
             let app_limited = !self.machine.has_fragment(peer);
             let p = self.paths.get_mut(&peer)?;
-            p.credit -= bytes as f64;
+            p.pacer.on_sent(bytes);
             p.bytes_in_flight += bytes;
             p.in_flight.insert(
                 tx,
@@ -751,7 +672,7 @@ impl ExonNode {
         };
         for (peer, p) in &self.paths {
             if let Some((_, t)) = p.in_flight.first_key_value() {
-                consider(Some(t.sent_at + p.rtt.rto(cfg)));
+                consider(Some(t.sent_at + p.rtt.rto()));
             }
             if self.machine_has_fragment_cached(*peer) {
                 consider(p.pace_at);
@@ -785,7 +706,7 @@ impl ExonNode {
             // flight to the peer is presumed lost.
             let expired: Vec<u64> = match self.paths.get(&peer) {
                 Some(p) => match p.in_flight.first_key_value() {
-                    Some((_, t)) if t.sent_at + p.rtt.rto(&cfg) <= now => {
+                    Some((_, t)) if t.sent_at + p.rtt.rto() <= now => {
                         p.in_flight.keys().copied().collect()
                     }
                     _ => Vec::new(),
@@ -797,17 +718,16 @@ impl ExonNode {
                 self.declare_lost(now, peer, &expired);
                 if let Some(p) = self.paths.get_mut(&peer) {
                     p.cc.on_retransmission_timeout(now);
-                    p.rtt.backoff += 1;
+                    p.rtt.back_off();
                 }
             }
             // l. 91: repeat an unanswered REQSLOTS.
             let p = self.paths.get_mut(&peer).expect("peer listed");
             if p.request_at.is_some_and(|t| t <= now) {
                 p.request_at = None;
-                p.rtt.backoff =
-                    p.rtt
-                        .backoff
-                        .saturating_add(if expired.is_empty() { 1 } else { 0 });
+                if expired.is_empty() {
+                    p.rtt.back_off();
+                }
                 self.machine.request_slots(now, peer);
                 self.arm_request_timer(now, peer);
             }

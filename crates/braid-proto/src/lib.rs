@@ -7,7 +7,8 @@
 //! its own packet numbers, loss recovery, tail loss probes, RTO, pacing and congestion
 //! control), multipath scheduling by ProgMP programs (segments, the queues
 //! `Q`, `QU` and `RQ`, and the scheduling environment they run in), and
-//! congestion control ([`cc`]).
+//! drives congestion control ([`cc`], which lives in `braid-recovery` with
+//! the RTT estimator and the pacer).
 //!
 //! Must not depend on: tokio, sockets, threads, the system clock or a thread
 //! RNG. Datagrams and the current [`Instant`] go in; datagrams, timer
@@ -56,16 +57,17 @@
 //! assert_eq!(received.as_deref(), Some(&b"hello"[..]));
 //! ```
 
-pub mod cc;
+/// Congestion control, shared with Exon: see [`braid_recovery`].
+pub use braid_recovery::cc;
 mod config;
 mod connection;
 mod endpoint;
 mod multipath;
-mod pacer;
+use braid_recovery::pacer;
 mod path;
 mod range_set;
 mod recv_stream;
-mod rtt;
+use braid_recovery::rtt;
 mod send_stream;
 mod stats;
 pub mod wire;

@@ -395,8 +395,8 @@ pub(super) fn check_n(name: &'static str, value: f64) -> Result<f64, CcError> {
 ///   default 2·SMSS.
 ///
 /// ```
-/// use braid_proto::cc::{CongestionController, MulTcp};
-/// use braid_proto::Instant;
+/// use braid_recovery::cc::{CongestionController, MulTcp};
+/// use braid_recovery::Instant;
 ///
 /// let mut cc = MulTcp::new(1000, 100 * 1000, 3.0).unwrap();
 /// for i in 1..=100 {

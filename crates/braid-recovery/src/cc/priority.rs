@@ -65,8 +65,8 @@ pub enum PriorityMode {
 /// - `min_window`: floor in bytes, in `[SMSS, 2^30]`, default 2·SMSS.
 ///
 /// ```
-/// use braid_proto::cc::{CongestionController, Priority, PriorityMode};
-/// use braid_proto::Instant;
+/// use braid_recovery::cc::{CongestionController, Priority, PriorityMode};
+/// use braid_recovery::Instant;
 ///
 /// let mut cc = Priority::new(1000, 100 * 1000);
 /// assert_eq!(cc.mode(), PriorityMode::MulTcp(1.0));

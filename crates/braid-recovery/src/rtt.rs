@@ -23,12 +23,16 @@ pub struct RttEstimator {
     max_rto: Duration,
     /// Consecutive RTO expirations: the RTO is multiplied by 2^backoff.
     backoff: u32,
+    /// The RTO is at least this many smoothed RTTs (0 = no such floor).
+    srtt_floor: u32,
 }
 
 /// Clock granularity G of RFC 6298 (2.2): we use a 1 ms timer floor.
 const GRANULARITY: Duration = Duration::from_millis(1);
 
 impl RttEstimator {
+    /// An estimator with `initial` standing in for SRTT until the first
+    /// sample, and the RTO clamped to `min_rto..=max_rto`.
     pub fn new(initial: Duration, min_rto: Duration, max_rto: Duration) -> Self {
         RttEstimator {
             srtt: None,
@@ -39,7 +43,18 @@ impl RttEstimator {
             min_rto,
             max_rto,
             backoff: 0,
+            srtt_floor: 0,
         }
+    }
+
+    /// Keep the RTO at least `multiple` smoothed RTTs. A protocol that
+    /// recovers ordinary losses by other means (RACK, RFC 8985) and keeps
+    /// the timer as a backstop uses 2, RFC 8985 §7.2's probe timeout: a
+    /// timer fired spuriously by queueing delay alone resends a whole
+    /// flight.
+    pub fn with_srtt_floor(mut self, multiple: u32) -> Self {
+        self.srtt_floor = multiple;
+        self
     }
 
     /// Feeds one sample (RFC 6298 (2.2) for the first, (2.3) afterwards).
@@ -69,14 +84,23 @@ impl RttEstimator {
         self.backoff = (self.backoff + 1).min(16);
     }
 
+    /// Consecutive timeouts since the last sample.
     pub fn backoff(&self) -> u32 {
         self.backoff
     }
 
+    /// Forget the backoff without a sample: the peer answered in another
+    /// way (an acknowledgement that carried no usable RTT sample).
+    pub fn reset_backoff(&mut self) {
+        self.backoff = 0;
+    }
+
+    /// True once a sample arrived.
     pub fn has_sample(&self) -> bool {
         self.srtt.is_some()
     }
 
+    /// SRTT, or the initial RTT before any sample.
     pub fn smoothed(&self) -> Duration {
         self.srtt.unwrap_or(self.initial)
     }
@@ -86,10 +110,12 @@ impl RttEstimator {
         self.rttvar
     }
 
+    /// The latest sample (the initial RTT before any).
     pub fn latest(&self) -> Duration {
         self.latest
     }
 
+    /// The smallest sample (the initial RTT before any).
     pub fn min(&self) -> Duration {
         if self.min == Duration::MAX { self.initial } else { self.min }
     }
@@ -99,10 +125,11 @@ impl RttEstimator {
     /// stands in for SRTT.
     pub fn rto(&self) -> Duration {
         let base = self.smoothed() + (self.rttvar * 4).max(GRANULARITY);
-        let base = base.max(self.min_rto);
+        let base = base.max(self.min_rto).max(self.smoothed() * self.srtt_floor);
         base.checked_mul(1 << self.backoff).unwrap_or(self.max_rto).min(self.max_rto)
     }
 
+    /// The estimates a congestion controller is handed.
     pub fn estimate(&self) -> RttEstimate {
         RttEstimate { latest: self.latest, smoothed: self.smoothed(), min: self.min() }
     }
@@ -148,5 +175,18 @@ mod tests {
         assert_eq!(e.rto(), Duration::from_secs(60));
         e.update(Duration::from_millis(10));
         assert_eq!(e.rto(), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn the_srtt_floor_holds_the_rto_above_k_srtt() {
+        let mut e = est().with_srtt_floor(2);
+        e.update(Duration::from_millis(150));
+        // 150 + 4 * 75 = 450 > 300: the floor does not bind.
+        assert_eq!(e.rto(), Duration::from_millis(450));
+        for _ in 0..30 {
+            e.update(Duration::from_millis(150));
+        }
+        // RTTVAR decays towards 0: the RTO approaches SRTT + G, held at 2 SRTT.
+        assert_eq!(e.rto(), Duration::from_millis(300));
     }
 }

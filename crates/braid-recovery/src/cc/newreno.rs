@@ -313,8 +313,8 @@ pub(super) fn check_beta(value: f64) -> Result<f64, CcError> {
 ///   default 2·SMSS.
 ///
 /// ```
-/// use braid_proto::cc::{CongestionController, NewReno};
-/// use braid_proto::Instant;
+/// use braid_recovery::cc::{CongestionController, NewReno};
+/// use braid_recovery::Instant;
 ///
 /// let mut cc = NewReno::new(1200, 10 * 1200);
 /// for i in 1..=10 {

@@ -431,8 +431,8 @@ impl CubicCore {
 ///   default 2·SMSS.
 ///
 /// ```
-/// use braid_proto::cc::{CongestionController, Cubic};
-/// use braid_proto::Instant;
+/// use braid_recovery::cc::{CongestionController, Cubic};
+/// use braid_recovery::Instant;
 ///
 /// let mut cc = Cubic::new(1000, 100 * 1000);
 /// for i in 1..=100 {

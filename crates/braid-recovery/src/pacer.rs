@@ -20,6 +20,13 @@ impl Pacer {
         Pacer { tokens: burst as f64, capacity: burst as f64, last: None }
     }
 
+    /// A bucket holding at most `burst` bytes, initially holding `tokens`
+    /// (more than `burst` lets an initial window leave at once).
+    pub fn with_tokens(burst: u64, tokens: u64) -> Self {
+        Pacer { tokens: tokens as f64, capacity: burst as f64, last: None }
+    }
+
+    /// Change the bucket's depth.
     pub fn set_burst(&mut self, burst: u64) {
         self.capacity = burst as f64;
         self.tokens = self.tokens.min(self.capacity);

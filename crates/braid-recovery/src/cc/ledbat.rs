@@ -628,8 +628,8 @@ fn check_integer(
 /// - `min_window`: floor in bytes, in `[SMSS, 2^30]`, default 2·SMSS.
 ///
 /// ```
-/// use braid_proto::cc::{Acked, CongestionController, Ledbat, RttEstimate};
-/// use braid_proto::Instant;
+/// use braid_recovery::cc::{Acked, CongestionController, Ledbat, RttEstimate};
+/// use braid_recovery::Instant;
 /// use std::time::Duration;
 ///
 /// let mut cc = Ledbat::new(1000, 10 * 1000);

@@ -113,7 +113,7 @@ struct Snapshot {
 /// BBR-style congestion control.
 ///
 /// ```
-/// use braid_proto::cc::{Acked, Bbr, CongestionController, RttEstimate};
+/// use braid_recovery::cc::{Acked, Bbr, CongestionController, RttEstimate};
 /// use braid_core::Instant;
 /// use std::time::Duration;
 ///
@@ -876,7 +876,7 @@ impl Bbr {
         }
     }
 
-    /// Mode changes are logged (`RUST_LOG=braid_proto::cc::bbr=debug`)
+    /// Mode changes are logged (`RUST_LOG=braid_recovery::cc::bbr=debug`)
     /// with the model: what a flow that runs slow did, and why.
     fn trace_transition(&self, before: Mode, on: &'static str) {
         if self.mode != before {
