@@ -1,0 +1,109 @@
+//! The handshake: the client's Initial (resent on its RTO, given up after
+//! the handshake timeout), the server's stateless RETRY cookie echoed in the
+//! next Initial, and the Accept that establishes the connection.
+//!
+//! Address validation as with QUIC's Retry token (RFC 9000 §8.1.2): the
+//! endpoint answers an Initial without a valid cookie with a RETRY and
+//! creates a server connection only for one that echoes a cookie (see
+//! [`crate::endpoint`]). Every leg echoes the other side's timestamp, so
+//! the first RTT sample exists before any data is sent. Kept apart because
+//! it runs only before the connection is established (the server's part
+//! ends once the client proves it knows the server's CID).
+
+use std::time::Duration;
+
+use braid_core::Instant;
+use bytes::Bytes;
+
+use super::{Connection, Outgoing, State};
+use crate::endpoint::{CloseReason, Event};
+use crate::wire::{self, Header, PacketType};
+
+impl Connection {
+    pub(crate) fn on_retry(&mut self, now: Instant, cookie: Bytes, echo_timestamp_us: u64) {
+        if self.state != State::Handshaking {
+            return;
+        }
+        // The RETRY echoes our Initial's timestamp: an RTT sample, which
+        // also ends the back-off so the cookie is used well within its
+        // lifetime (a lost Initial is resent after one RTO, not after the
+        // backed-off one that the RETRY's own delay built up).
+        if echo_timestamp_us > 0 {
+            let sample = self.timestamp_us(now).saturating_sub(echo_timestamp_us);
+            self.paths[0].rtt.update(Duration::from_micros(sample));
+        }
+        self.cookie = cookie;
+        self.initial_due = true;
+        self.last_received = now;
+    }
+
+    /// Server: a client retransmitted its Initial; our Accept was lost.
+    /// The next one echoes the new Initial's timestamp.
+    pub(crate) fn on_repeated_initial(&mut self, timestamp_us: u64) {
+        if self.state == State::Established && !self.peer_confirmed {
+            let path = &mut self.paths[0];
+            path.ping_pending = true;
+            path.echo_timestamp_us = path.echo_timestamp_us.max(timestamp_us);
+        }
+    }
+
+    /// Client: the server's Accept (the first, or a repeat once
+    /// established, which changes nothing).
+    pub(super) fn on_accept(&mut self, now: Instant, header: &Header) {
+        if self.state == State::Handshaking {
+            self.remote_cid = header.src_cid;
+            self.state = State::Established;
+            // The Accept echoes our Initial's timestamp: a first RTT sample.
+            if header.echo_timestamp_us > 0 {
+                let now_us = self.timestamp_us(now);
+                let sample = now_us.saturating_sub(header.echo_timestamp_us);
+                self.paths[0].rtt.update(Duration::from_micros(sample));
+                self.paths[0].on_handshake_echo(now_us, header.timestamp_us, header.echo_timestamp_us);
+            }
+            self.events.push(Event::Connected(self.handle));
+        }
+    }
+
+    /// Client, handshaking: the next timer, the Initial's retransmission
+    /// or the handshake timeout, whichever is first.
+    pub(super) fn handshake_deadline(&self) -> Option<Instant> {
+        let give_up = self.created + self.config.handshake_timeout;
+        Some(match self.initial_sent_at {
+            Some(sent) => give_up.min(sent + self.rto()),
+            None => give_up,
+        })
+    }
+
+    /// Client, handshaking: give up after the handshake timeout, else
+    /// resend the Initial once its (backed-off) RTO has passed.
+    pub(super) fn on_handshake_timer(&mut self, now: Instant) {
+        if now >= self.created + self.config.handshake_timeout {
+            self.finish(CloseReason::HandshakeTimeout);
+        } else if self.initial_sent_at.is_some_and(|s| now >= s + self.rto()) {
+            self.paths[0].rtt.back_off();
+            self.initial_due = true;
+        }
+    }
+
+    /// Client: the Initial, when one is due.
+    pub(super) fn poll_initial(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Outgoing> {
+        if !self.initial_due {
+            return None;
+        }
+        self.initial_due = false;
+        self.initial_attempts += 1;
+        self.initial_sent_at = Some(now);
+        let start = buf.len();
+        self.write_header(now, 0, buf, PacketType::Initial);
+        // Pad so the server's answers are never larger than what it got
+        // (no amplification toward a spoofed address).
+        let min = usize::from(crate::config::TransportConfig::MIN_DATAGRAM_SIZE);
+        let have = buf.len() - start;
+        if have < min {
+            wire::encode_padding(buf, min - have);
+        }
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += (buf.len() - start) as u64;
+        Some(Outgoing { size: buf.len() - start, path: 0 })
+    }
+}

@@ -1,0 +1,512 @@
+//! One connection: handshake state, the reliable message stream, its paths
+//! (each with its own loss recovery, RTO, congestion control and pacing,
+//! see [`crate::path`]), flow control, close and idle timeout.
+//!
+//! A connection starts with one path, the one its handshake ran on, and
+//! sends the stream directly on it. It switches to *scheduled* sending
+//! (see [`crate::multipath`]) when a second path is added or the
+//! application chooses a ProgMP scheduler: the stream is then cut into
+//! segments that the scheduler assigns to paths. The receiver reassembles
+//! by stream offset (the data sequence number), whichever path carried the
+//! bytes, so deliverable data never waits for another path's order (the
+//! receive-side stall of ProgMP thesis §3.4.6 cannot occur).
+//!
+//! This file owns the [`Connection`] state, its construction, its
+//! accessors and the two entry points that everything else hangs off:
+//! [`Connection::handle_packet`] (a received packet, frame by frame) and
+//! the timers ([`Connection::poll_timeout`], [`Connection::handle_timeout`]).
+//! They only dispatch; each job lives in its own file, as `impl Connection`
+//! blocks over the same state:
+//! - [`handshake`]: the client's Initial and RETRY, the server's Accept;
+//! - [`streams`]: the message stream and flow control (sending and
+//!   receiving messages, the peer's `max_data`, window probes);
+//! - [`recovery`]: acknowledgements, loss detection (RFC 9002 §6.1), tail
+//!   probes and retransmission timeouts (RFC 6298), handing losses back to
+//!   the stream or the scheduler;
+//! - [`paths`]: opening, validating, marking and abandoning paths, and the
+//!   path-management frames that tell the peer;
+//! - [`scheduling`]: scheduled sending by a ProgMP program (entering it,
+//!   registers, the per-path queues the scheduler fills);
+//! - [`close`]: graceful and immediate close, closing and draining, idle
+//!   timeout;
+//! - [`transmit`]: building packets (headers, ACKs, data, padding) and
+//!   recording what was sent.
+
+mod close;
+mod handshake;
+mod paths;
+mod recovery;
+mod scheduling;
+mod streams;
+mod transmit;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use braid_core::Instant;
+use braid_progmp::Program;
+use bytes::Bytes;
+
+use crate::config::TransportConfig;
+use crate::endpoint::{CloseReason, ConnectionHandle, Event};
+use crate::multipath::{Multipath, MAX_PATHS};
+use crate::path::{Path, SentPacket};
+use crate::recv_stream::{RecvStream, INITIAL_MAX_DATA};
+use crate::send_stream::SendStream;
+use crate::stats::ConnectionStats;
+use crate::wire::{Frame, Packet, PacketType};
+
+pub(crate) use close::CLOSE_REFUSED;
+use paths::Control;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Client,
+    Server,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Client waiting for Accept.
+    Handshaking,
+    Established,
+    /// We sent CLOSE and linger to repeat it if the peer keeps talking.
+    Closing { until: Instant },
+    /// The peer sent CLOSE; we linger to absorb its late packets.
+    Draining { until: Instant },
+    /// Nothing more will be sent or received.
+    Closed,
+}
+
+/// A datagram written by `poll_transmit`: its size, and the index of its
+/// path, whose addresses route it ([`Connection::path_addresses`]) and
+/// which the rest of a GSO batch must share.
+pub(crate) struct Outgoing {
+    pub size: usize,
+    pub path: usize,
+}
+
+pub(crate) struct Connection {
+    handle: ConnectionHandle,
+    side: Side,
+    state: State,
+    config: TransportConfig,
+    local_cid: u64,
+    remote_cid: u64,
+    /// Client: the cookie to echo in Initials. Server: unused.
+    cookie: Bytes,
+    /// Connection start: wire timestamps count from here.
+    epoch: Instant,
+    created: Instant,
+
+    // Handshake.
+    initial_due: bool,
+    initial_sent_at: Option<Instant>,
+    initial_attempts: u32,
+    /// Server: the client has not yet proven it knows our CID, so our
+    /// packets keep the Accept header that carries it.
+    peer_confirmed: bool,
+
+    // Paths. `paths[0]` is the primary path: the handshake's, until it is
+    // removed. Never empty.
+    paths: Vec<Path>,
+    /// Client: the id of the next path it opens. Server: one above the
+    /// highest id seen; lower ids not in `paths` are retired.
+    next_path_id: u32,
+    /// Slots (bits of a segment's `sent_on`) not used by a path.
+    free_slots: u64,
+    /// Where `poll_transmit` starts looking, so paths take turns.
+    next_poll: usize,
+    control: Vec<Control>,
+    status_seq_out: u64,
+
+    // Sending.
+    last_ack_eliciting_sent: Instant,
+    send: SendStream,
+    peer_max_data: u64,
+    close_frame: Option<(u64, Bytes)>,
+    close_requested: bool,
+    want_writable: bool,
+    /// Probe for a window update when flow control blocks us with nothing
+    /// in flight.
+    flow_probe_at: Option<Instant>,
+    /// Tag (ProgMP packet `USER`) of subsequent messages.
+    user_tag: i64,
+    /// The scheduler chosen for this connection (else the default).
+    program: Option<Arc<Program>>,
+    /// Scheduled sending, once multipath.
+    mp: Option<Box<Multipath>>,
+    /// Registers set before scheduling began (then the scheduler's).
+    registers: [i64; 6],
+    /// Keep the scheduler's `PRINT` lines for the application.
+    capture_prints: bool,
+
+    // Receiving.
+    recv: RecvStream,
+    last_received: Instant,
+    close_reason: Option<CloseReason>,
+    /// `recv_message` has reported the close to the application.
+    app_saw_close: bool,
+
+    acked_scratch: Vec<(u64, SentPacket)>,
+    lost_scratch: Vec<(u64, SentPacket)>,
+    events: Vec<Event>,
+    stats: ConnectionStats,
+}
+
+impl Connection {
+    pub(crate) fn new_client(
+        handle: ConnectionHandle,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        local_cid: u64,
+        config: TransportConfig,
+    ) -> Self {
+        let mut c = Self::new(handle, Side::Client, now, local, remote, local_cid, 0, config);
+        c.state = State::Handshaking;
+        c.initial_due = true;
+        c
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new_server(
+        handle: ConnectionHandle,
+        now: Instant,
+        remote: SocketAddr,
+        local_cid: u64,
+        remote_cid: u64,
+        initial_timestamp_us: u64,
+        config: TransportConfig,
+    ) -> Self {
+        // The first path answers from the socket's choice of address, as
+        // a single-path connection always has; later paths answer from the
+        // address they were opened to.
+        let mut c = Self::new(handle, Side::Server, now, None, remote, local_cid, remote_cid, config);
+        // The Accept must be acknowledged: it carries a PING. It echoes the
+        // Initial's timestamp, the client's first RTT sample.
+        c.paths[0].ping_pending = true;
+        c.paths[0].echo_timestamp_us = initial_timestamp_us;
+        c.events.push(Event::Accepted(handle));
+        c
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        handle: ConnectionHandle,
+        side: Side,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        local_cid: u64,
+        remote_cid: u64,
+        config: TransportConfig,
+    ) -> Self {
+        let mut path = Path::new(0, 0, local, remote, &config);
+        // The handshake validates the first path.
+        path.validated = true;
+        Connection {
+            handle,
+            side,
+            state: State::Established,
+            local_cid,
+            remote_cid,
+            cookie: Bytes::new(),
+            epoch: now,
+            created: now,
+            initial_due: false,
+            initial_sent_at: None,
+            initial_attempts: 0,
+            peer_confirmed: side == Side::Client,
+            paths: vec![path],
+            next_path_id: 1,
+            free_slots: ((1u64 << MAX_PATHS) - 1) & !1,
+            next_poll: 0,
+            control: Vec::new(),
+            status_seq_out: 0,
+            last_ack_eliciting_sent: now,
+            send: SendStream::new(),
+            peer_max_data: INITIAL_MAX_DATA,
+            close_frame: None,
+            close_requested: false,
+            want_writable: false,
+            flow_probe_at: None,
+            user_tag: 0,
+            program: None,
+            mp: None,
+            registers: [0; 6],
+            capture_prints: false,
+            recv: RecvStream::new(config.receive_window, config.max_message_size),
+            last_received: now,
+            close_reason: None,
+            app_saw_close: false,
+            acked_scratch: Vec::new(),
+            lost_scratch: Vec::new(),
+            events: Vec::new(),
+            stats: ConnectionStats::default(),
+            config,
+        }
+    }
+
+    // ----- accessors -----
+
+    pub(crate) fn local_cid(&self) -> u64 {
+        self.local_cid
+    }
+    /// The primary path's peer address.
+    pub(crate) fn remote(&self) -> SocketAddr {
+        self.paths[0].remote
+    }
+    /// Where datagrams of path `i` go, and the local address they leave
+    /// from (`None`: the socket's choice).
+    pub(crate) fn path_addresses(&self, i: usize) -> (SocketAddr, Option<SocketAddr>) {
+        let p = &self.paths[i.min(self.paths.len() - 1)];
+        (p.remote, p.local)
+    }
+    pub(crate) fn is_established(&self) -> bool {
+        self.state == State::Established
+    }
+    /// Closed, and the application has read everything and been told
+    /// (`recv_message` returned `Closed`): the endpoint may forget it.
+    pub(crate) fn is_drained(&self) -> bool {
+        self.state == State::Closed && self.app_saw_close
+    }
+    pub(crate) fn close_reason(&self) -> Option<&CloseReason> {
+        self.close_reason.as_ref()
+    }
+    pub(crate) fn drain_events(&mut self, out: &mut VecDeque<Event>) {
+        out.extend(self.events.drain(..));
+    }
+    /// The primary path's congestion controller.
+    pub(crate) fn congestion_controller(&mut self) -> &mut dyn crate::cc::CongestionController {
+        self.paths[0].cc.as_mut()
+    }
+
+    pub(crate) fn stats(&self) -> ConnectionStats {
+        let mut s = self.stats;
+        let primary = &self.paths[0];
+        s.smoothed_rtt = primary.rtt.smoothed();
+        s.min_rtt = primary.rtt.min();
+        s.rto = primary.rtt.rto();
+        s.cwnd = self.paths.iter().map(|p| p.cc.window()).sum();
+        s.bytes_in_flight = self.paths.iter().map(|p| p.bytes_in_flight).sum();
+        s.stream_bytes_acked = self.send.acked_bytes();
+        s.stream_bytes_received = self.recv.received_in_order();
+        s.paths = self.paths.len() as u64;
+        if let Some(mp) = &self.mp {
+            s.scheduler_runs = mp.counters.runs;
+            s.scheduler_pushes = mp.counters.pushes;
+            s.scheduler_refused_pushes = mp.counters.refused_pushes;
+        }
+        s
+    }
+
+    fn timestamp_us(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.epoch).as_micros() as u64
+    }
+
+    /// The primary path's retransmission timeout: the unit of the
+    /// connection-wide timers (handshake retry, close linger, idle floor,
+    /// window probe).
+    fn rto(&self) -> Duration {
+        self.paths[0].rtt.rto()
+    }
+
+    fn path_index(&self, id: u32) -> Option<usize> {
+        if self.paths[0].id == id {
+            return Some(0);
+        }
+        self.paths.iter().position(|p| p.id == id)
+    }
+
+    // ----- receiving: dispatch -----
+
+    pub(crate) fn handle_packet(
+        &mut self,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        packet: Packet,
+        size: usize,
+    ) {
+        if self.state == State::Closed {
+            return;
+        }
+        let header = &packet.header;
+        match (self.side, header.ty) {
+            (Side::Client, PacketType::Accept) => self.on_accept(now, header),
+            (Side::Client, PacketType::Data) => {
+                if self.state == State::Handshaking {
+                    return; // we cannot answer before we know the server's CID
+                }
+            }
+            (Side::Server, PacketType::Data) => self.peer_confirmed = true,
+            _ => return,
+        }
+        let path_id = header.path_id;
+        let pi = match self.path_index(path_id) {
+            Some(i) => i,
+            None => match self.open_remote_path(path_id, local, remote) {
+                Some(i) => i,
+                None => {
+                    self.stats.unknown_path_packets += 1;
+                    return;
+                }
+            },
+        };
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += size as u64;
+        self.last_received = now;
+
+        let pn = header.pn;
+        let timestamp_us = header.timestamp_us;
+        let echo_us = header.echo_timestamp_us;
+        let multipath = self.mp.is_some();
+        let now_us = if multipath { self.timestamp_us(now) } else { 0 };
+        let path = &mut self.paths[pi];
+        if multipath {
+            path.counters.packets_received += 1;
+            path.counters.bytes_received += size as u64;
+        }
+        let (duplicate, is_largest, in_order) = path.on_received(now, pn, timestamp_us);
+        if duplicate {
+            self.stats.duplicate_packets += 1;
+        }
+        if is_largest {
+            // Follow a peer whose address changed (NAT rebinding).
+            path.remote = remote;
+            if multipath {
+                path.on_timestamp(now_us, timestamp_us);
+            }
+        }
+
+        let mut ack_eliciting = false;
+        let mut newly_readable = false;
+        for frame in packet.frames() {
+            match frame {
+                Frame::Ping => ack_eliciting = true,
+                Frame::Ack(ack) => self.on_ack_frame(now, &ack, timestamp_us, echo_us),
+                Frame::Data { offset, data, .. } => {
+                    ack_eliciting = true;
+                    if matches!(self.state, State::Closing { .. } | State::Draining { .. }) {
+                        continue;
+                    }
+                    match self.on_data_frame(now, offset, data) {
+                        Some(readable) => newly_readable |= readable,
+                        None => return,
+                    }
+                }
+                Frame::Close { code, reason } => {
+                    self.on_close_frame(now, code, reason);
+                    return;
+                }
+                Frame::PathAbandon { path_id: gone } => {
+                    ack_eliciting = true;
+                    self.on_path_abandon_frame(gone, path_id);
+                }
+                Frame::PathStatus { path_id: target, seq, backup } => {
+                    ack_eliciting = true;
+                    self.on_path_status_frame(target, seq, backup);
+                }
+            }
+        }
+        if newly_readable {
+            self.events.push(Event::Readable(self.handle));
+        }
+        if let State::Closing { .. } = self.state {
+            self.repeat_close();
+            return;
+        }
+        if ack_eliciting {
+            if let Some(i) = self.path_index(path_id) {
+                self.paths[i].on_ack_eliciting(now, !in_order || duplicate, &self.config);
+            }
+        }
+        self.maybe_send_close(now);
+    }
+
+    // ----- timers: dispatch -----
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut consider = |d: Option<Instant>| {
+            if let Some(d) = d {
+                t = Some(t.map_or(d, |x| x.min(d)));
+            }
+        };
+        match self.state {
+            State::Closed => return None,
+            State::Closing { until } | State::Draining { until } => return Some(until),
+            State::Handshaking => return self.handshake_deadline(),
+            State::Established => {}
+        }
+        consider(self.idle_deadline());
+        for p in &self.paths {
+            consider(p.timeout());
+        }
+        if self.mp.is_none() && self.paths[0].loss_time.is_none() {
+            consider(self.paths[0].tail_probe_at());
+        }
+        consider(self.flow_probe_at);
+        if let Some(k) = self.config.keep_alive_interval {
+            consider(Some(self.last_ack_eliciting_sent + k));
+        }
+        t
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        match self.state {
+            State::Closed => return,
+            State::Closing { until } | State::Draining { until } => {
+                if now >= until {
+                    self.finish(CloseReason::Local);
+                }
+                return;
+            }
+            State::Handshaking => {
+                self.on_handshake_timer(now);
+                return;
+            }
+            State::Established => {}
+        }
+        if self.idle_deadline().is_some_and(|d| now >= d) {
+            self.close_reason = Some(CloseReason::IdleTimeout);
+            self.finish(CloseReason::IdleTimeout);
+            return;
+        }
+        if self.flow_probe_at.is_some_and(|t| now >= t) {
+            self.flow_probe_at = None;
+            let i = self.probe_path();
+            self.paths[i].ping_pending = true;
+        }
+        if let Some(k) = self.config.keep_alive_interval {
+            if now >= self.last_ack_eliciting_sent + k {
+                let i = self.probe_path();
+                self.paths[i].ping_pending = true;
+            }
+        }
+        let mut failed: Option<u32> = None;
+        for pi in 0..self.paths.len() {
+            let path = &mut self.paths[pi];
+            if path.pacing_until.is_some_and(|t| now >= t) {
+                path.pacing_until = None;
+                if let Some(mp) = &mut self.mp {
+                    // The path is no longer throttled.
+                    mp.due = true;
+                }
+            }
+            if path.ack_deadline.is_some_and(|t| now >= t) {
+                path.ack_immediately = true;
+                path.ack_deadline = None;
+            }
+            if self.on_loss_timers(now, pi) {
+                failed = failed.or(Some(self.paths[pi].id));
+            }
+        }
+        if let Some(i) = failed.and_then(|id| self.path_index(id)) {
+            self.abandon_path(i, true);
+        }
+    }
+}
