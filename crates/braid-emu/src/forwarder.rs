@@ -1,24 +1,28 @@
 //! The forwarder: one thread that owns every TUN device of a testbed and
 //! moves packets between them through the link model.
 //!
-//! Why one thread: a packet's whole life (read, [`Link::offer`], wait,
+//! Why one thread: a packet's whole life (read, [`Link::enqueue`], wait,
 //! write) touches only this thread's memory, so there are no locks, no
 //! channels and no cross-core hand-offs per packet; a multi-threaded design
 //! with channels measured much slower on 2 cores. The loop is
 //!
-//! 1. deliver every packet whose arrival time has come (a heap keyed by
+//! 1. poll every link whose queue has a decision due (a CoDel or FQ-CoDel
+//!    dequeue, [`Link::next_event`]) and schedule what it delivers;
+//! 2. deliver every packet whose arrival time has come (a heap keyed by
 //!    (time, sequence number), so equal times keep their order);
-//! 2. sleep in `ppoll` until the next arrival, a readable TUN device or a
-//!    control message;
-//! 3. read each readable device until it is empty (bounded per round so
-//!    one busy direction cannot starve the others), offer each packet to
-//!    its direction's [`Link`] and schedule it.
+//! 3. sleep in `ppoll` until the next arrival or link decision, a readable
+//!    TUN device or a control message;
+//! 4. read each readable device until it is empty (bounded per round so
+//!    one busy direction cannot starve the others), queue each packet in
+//!    its direction's [`Link`] under its flow (a hash of the IP 5-tuple,
+//!    [`flow_key`], which FQ-CoDel's flow queues use) and schedule the
+//!    packets whose fate is decided.
 //!
 //! Packets live in a pool of fixed-size slots that grows to a bound and is
 //! reused, so the steady state allocates nothing per packet.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -27,7 +31,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use braid_core::Instant;
-use braid_link::{Link, LinkParams, LinkStats, Verdict};
+use braid_link::{Link, LinkParams, LinkStats, Outcome};
 use serde::{Deserialize, Serialize};
 
 use crate::sys::{self, EventFd, NetNs};
@@ -306,6 +310,9 @@ struct Forwarder {
     /// One link per port: packets read from port `i` go through `links[i]`
     /// and out of port `i ^ 1` (the other end of the same path).
     links: Vec<Link>,
+    /// Per link: packets it holds (its id → buffer slot and length) until
+    /// their fate is decided.
+    held: Vec<HashMap<u64, (u32, usize)>>,
     pool: Pool,
     heap: BinaryHeap<Reverse<Due>>,
     seq: u64,
@@ -334,7 +341,7 @@ impl Forwarder {
         control: Receiver<Control>,
         wake: Arc<EventFd>,
     ) -> Forwarder {
-        let links = links
+        let links: Vec<Link> = links
             .iter()
             .flat_map(|(a2b, b2a)| [a2b.clone(), b2a.clone()])
             .enumerate()
@@ -342,6 +349,7 @@ impl Forwarder {
             .collect();
         Forwarder {
             fds,
+            held: vec![HashMap::new(); links.len()],
             links,
             pool: Pool::new(slot_size),
             heap: BinaryHeap::new(),
@@ -364,11 +372,26 @@ impl Forwarder {
             .collect();
         loop {
             let now = self.clock.now();
+            for port in 0..self.links.len() {
+                if self.links[port]
+                    .next_event()
+                    .is_some_and(|t| t.as_nanos() <= now)
+                {
+                    self.drain_link(port, now);
+                }
+            }
             self.deliver_due(now);
-            let timeout = self
-                .heap
-                .peek()
-                .map(|Reverse(d)| Duration::from_nanos(d.at.saturating_sub(self.clock.now())));
+            let next_link = self
+                .links
+                .iter()
+                .filter_map(|l| l.next_event().map(|t| t.as_nanos()))
+                .min();
+            let next = self.heap.peek().map(|Reverse(d)| d.at);
+            let timeout = [next, next_link]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|at| Duration::from_nanos(at.saturating_sub(self.clock.now())));
             if let Err(e) = sys::ppoll(&mut pfds, timeout) {
                 eprintln!("braid-emu forwarder: poll failed: {e}");
                 return;
@@ -402,11 +425,13 @@ impl Forwarder {
                 Ok(Control::Set { path, params, done }) => {
                     let (a2b, b2a) = *params;
                     let now = Instant::from_nanos(self.clock.now());
-                    if let Some(l) = self.links.get_mut(2 * path) {
-                        l.set_params_at(now, a2b);
-                    }
-                    if let Some(l) = self.links.get_mut(2 * path + 1) {
-                        l.set_params_at(now, b2a);
+                    for (port, params) in [(2 * path, a2b), (2 * path + 1, b2a)] {
+                        if let Some(l) = self.links.get_mut(port) {
+                            l.set_params_at(now, params);
+                            // A new discipline may decide at once what the
+                            // old one held.
+                            self.drain_link(port, now.as_nanos());
+                        }
                     }
                     let _ = done.send(());
                 }
@@ -462,9 +487,31 @@ impl Forwarder {
             };
             self.stats.packets_read += 1;
             let now = self.clock.now();
-            match self.links[port].offer(Instant::from_nanos(now), len) {
-                Verdict::Dropped(_) => self.pool.put(slot),
-                Verdict::Deliver { at, duplicate_at } => {
+            let flow = flow_key(&self.pool.buf(slot)[..len]);
+            match self.links[port].enqueue(Instant::from_nanos(now), len, flow) {
+                Ok(id) => {
+                    self.held[port].insert(id.0, (slot, len));
+                }
+                Err(_) => self.pool.put(slot),
+            }
+            self.drain_link(port, now);
+        }
+        Ok(())
+    }
+
+    /// Take the decided fates from the link of `port`: schedule the
+    /// delivered packets (and duplicates) out of the other end, free the
+    /// buffers of dropped ones.
+    fn drain_link(&mut self, port: usize, now: u64) {
+        while let Some(outcome) = self.links[port].poll(Instant::from_nanos(now)) {
+            let Some((slot, len)) = self.held[port].remove(&outcome.id().0) else {
+                continue;
+            };
+            match outcome {
+                Outcome::Dropped { .. } => self.pool.put(slot),
+                Outcome::Delivered {
+                    at, duplicate_at, ..
+                } => {
                     let out = (port ^ 1) as u32;
                     self.schedule(at.as_nanos(), slot, len, out);
                     if let Some(dup_at) = duplicate_at {
@@ -480,7 +527,6 @@ impl Forwarder {
                 }
             }
         }
-        Ok(())
     }
 
     fn schedule(&mut self, at: u64, slot: u32, len: usize, out: u32) {
@@ -513,8 +559,74 @@ impl Forwarder {
     }
 }
 
+/// The flow an IP packet belongs to: a hash of its 5-tuple (addresses,
+/// protocol, and ports for TCP, UDP, UDP-Lite, DCCP and SCTP when the
+/// packet is not a later IPv4 fragment), as Linux's `fq_codel` hashes
+/// flows. A packet too short to parse hashes as what it has.
+pub(crate) fn flow_key(packet: &[u8]) -> u64 {
+    const PORTED: [u8; 5] = [6, 17, 33, 132, 136];
+    let field = |r: std::ops::Range<usize>| packet.get(r).unwrap_or(&[]);
+    let (proto, addrs, transport) = match packet.first().map(|b| b >> 4) {
+        Some(4) => {
+            let ihl = usize::from(packet[0] & 0x0f) * 4;
+            let frag_offset = u16::from_be_bytes([
+                field(6..7).first().copied().unwrap_or(0) & 0x1f,
+                field(7..8).first().copied().unwrap_or(0),
+            ]);
+            let proto = field(9..10).first().copied().unwrap_or(0);
+            let ports = (frag_offset == 0).then_some(ihl);
+            (proto, field(12..20), ports)
+        }
+        Some(6) => {
+            let proto = field(6..7).first().copied().unwrap_or(0);
+            (proto, field(8..40), Some(40))
+        }
+        _ => (0, packet, None),
+    };
+    let ports = match transport {
+        Some(off) if PORTED.contains(&proto) => field(off..off + 4),
+        _ => &[],
+    };
+    // FNV-1a over the tuple, then a finaliser to spread it.
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in std::iter::once(&proto).chain(addrs).chain(ports) {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    direction_seed(h, 0)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn flow_key_tells_five_tuples_apart() {
+        // IPv4 UDP 192.0.2.1:1000 -> 192.0.2.2:2000, then other ports, and
+        // the same tuple with another payload.
+        let mut p = vec![0u8; 40];
+        p[0] = 0x45;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[192, 0, 2, 1]);
+        p[16..20].copy_from_slice(&[192, 0, 2, 2]);
+        p[20..24].copy_from_slice(&[0x03, 0xe8, 0x07, 0xd0]);
+        let a = flow_key(&p);
+        let mut same = p.clone();
+        same[30] = 99;
+        assert_eq!(flow_key(&same), a);
+        let mut other_port = p.clone();
+        other_port[21] = 0xe9;
+        assert_ne!(flow_key(&other_port), a);
+        let mut icmp = p.clone();
+        icmp[9] = 1;
+        // ICMP has no ports: its flow ignores those bytes.
+        let mut icmp2 = icmp.clone();
+        icmp2[21] = 0xe9;
+        assert_eq!(flow_key(&icmp), flow_key(&icmp2));
+        assert_ne!(flow_key(&icmp), a);
+        // Short or empty packets hash without panicking.
+        assert_eq!(flow_key(&[]), flow_key(&[]));
+        let _ = flow_key(&[0x45]);
+        let _ = flow_key(&[0x60, 0, 0]);
+    }
+
     use super::*;
 
     #[test]

@@ -70,64 +70,97 @@ impl Bottleneck {
         self.backlog_after_expire(now)
     }
 
-    /// Offer a packet of `len` bytes at `now`. Returns when its last bit
-    /// leaves the bottleneck, or `None` if the queue is full (tail drop).
-    /// On success also returns the backlog including the new packet.
-    pub(crate) fn offer(
-        &mut self,
-        now: Instant,
-        len: u64,
-        rate: Rate,
-        limit: ResolvedQueue,
-    ) -> Option<(Instant, u64)> {
+    /// Packets not yet fully serialized at `now`.
+    pub(crate) fn packets(&mut self, now: Instant) -> u64 {
+        self.expire(now);
+        self.pending.len() as u64
+    }
+
+    /// When the last accepted packet finishes serialization.
+    pub(crate) fn busy_until(&self) -> Instant {
+        self.busy_until
+    }
+
+    /// Whether `len` more bytes fit under `limit` at `now`, and the backlog
+    /// then (without them).
+    pub(crate) fn room(&mut self, now: Instant, len: u64, limit: ResolvedQueue) -> (bool, u64) {
         self.expire(now);
         let backlog = self.backlog_after_expire(now);
         let fits = match limit {
             ResolvedQueue::Bytes(max) => backlog + len <= max,
             ResolvedQueue::Packets(max) => (self.pending.len() as u64) < max,
         };
-        if !fits {
-            return None;
+        (fits, backlog)
+    }
+
+    /// Offer a packet of `len` bytes at `now`. Returns when its last bit
+    /// leaves the bottleneck, or `None` if the queue is full (tail drop).
+    /// On success also returns the backlog including the new packet.
+    #[cfg(test)]
+    pub(crate) fn offer(
+        &mut self,
+        now: Instant,
+        len: u64,
+        source: Source<'_>,
+        limit: ResolvedQueue,
+    ) -> Option<(Instant, u64)> {
+        let (fits, backlog) = self.room(now, len, limit);
+        fits.then(|| (self.serve(now, len, source), backlog + len))
+    }
+
+    /// When a packet handed over at `now` would start being serialized.
+    pub(crate) fn next_start(&self, now: Instant, source: Source<'_>) -> Instant {
+        match source {
+            Source::Rate(_) => now.max(self.busy_until),
+            Source::Trace { trace, origin } => match self.trace_cursor {
+                Some((k, left)) if trace.time(origin, k) >= now => {
+                    trace.time(origin, if left > 0 { k } else { k + 1 })
+                }
+                _ => trace.time(
+                    origin,
+                    trace.first_at_or_after(origin, now.max(self.busy_until)),
+                ),
+            },
         }
-        let start = now.max(self.busy_until);
-        let finish = start + rate.transmit_time(len);
-        self.busy_until = finish;
-        self.trace_cursor = None;
+    }
+
+    /// Serialize a packet of `len` bytes handed over at `now`, after those
+    /// already accepted, whatever the backlog. Returns when its last bit
+    /// leaves.
+    pub(crate) fn serve(&mut self, now: Instant, len: u64, source: Source<'_>) -> Instant {
+        self.expire(now);
+        let (start, finish) = match source {
+            Source::Rate(rate) => {
+                let start = now.max(self.busy_until);
+                self.trace_cursor = None;
+                (start, start + rate.transmit_time(len))
+            }
+            Source::Trace { trace, origin } => self.serve_trace(now, len, trace, origin),
+        };
+        self.busy_until = self.busy_until.max(finish);
         self.pending.push_back(InService { start, finish, len });
         self.pending_bytes += len;
-        Some((finish, backlog + len))
+        finish
     }
-}
 
-impl Bottleneck {
     /// Forget where a trace was: the next packet served by a trace starts
     /// at its first opportunity after the backlog.
     pub(crate) fn restart_trace(&mut self) {
         self.trace_cursor = None;
     }
 
-    /// Like [`offer`](Self::offer), but served by the delivery
-    /// opportunities of `trace` started at `origin` (Mahimahi's model: a
-    /// packet uses what the previous one left of an opportunity that has
-    /// not passed yet, spans several opportunities if large, and an
-    /// opportunity that passes with nothing queued is lost).
-    pub(crate) fn offer_trace(
+    /// Serve by the delivery opportunities of `trace` started at `origin`
+    /// (Mahimahi's model: a packet uses what the previous one left of an
+    /// opportunity that has not passed yet, spans several opportunities if
+    /// large, and an opportunity that passes with nothing queued is lost).
+    /// Returns (start, finish).
+    fn serve_trace(
         &mut self,
         now: Instant,
         len: u64,
         trace: &RateTrace,
         origin: Instant,
-        limit: ResolvedQueue,
-    ) -> Option<(Instant, u64)> {
-        self.expire(now);
-        let backlog = self.backlog_after_expire(now);
-        let fits = match limit {
-            ResolvedQueue::Bytes(max) => backlog + len <= max,
-            ResolvedQueue::Packets(max) => (self.pending.len() as u64) < max,
-        };
-        if !fits {
-            return None;
-        }
+    ) -> (Instant, Instant) {
         let per = RateTrace::BYTES_PER_OPPORTUNITY;
         let (mut k, mut budget) = match self.trace_cursor {
             Some((k, left)) if trace.time(origin, k) >= now => {
@@ -152,11 +185,22 @@ impl Bottleneck {
         budget -= need;
         let finish = trace.time(origin, k);
         self.trace_cursor = Some((k, budget));
-        self.busy_until = self.busy_until.max(finish);
-        self.pending.push_back(InService { start, finish, len });
-        self.pending_bytes += len;
-        Some((finish, backlog + len))
+        (start, finish)
     }
+}
+
+/// What serves the queue: a fixed rate or a trace started at `origin`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Source<'a> {
+    /// A fixed rate.
+    Rate(Rate),
+    /// Delivery opportunities.
+    Trace {
+        /// The trace.
+        trace: &'a RateTrace,
+        /// When it started.
+        origin: Instant,
+    },
 }
 
 #[cfg(test)]
@@ -171,19 +215,19 @@ mod tests {
         let q = ResolvedQueue::Bytes(3000);
         let t0 = Instant::ZERO;
         assert_eq!(
-            b.offer(t0, 1500, rate, q),
+            b.offer(t0, 1500, Source::Rate(rate), q),
             Some((t0 + Duration::from_micros(120), 1500))
         );
         assert_eq!(
-            b.offer(t0, 1500, rate, q),
+            b.offer(t0, 1500, Source::Rate(rate), q),
             Some((t0 + Duration::from_micros(240), 3000))
         );
-        assert_eq!(b.offer(t0, 1, rate, q), None);
+        assert_eq!(b.offer(t0, 1, Source::Rate(rate), q), None);
         // Half of the first packet is out after 60 us: 750 bytes free.
         let t = t0 + Duration::from_micros(60);
         assert_eq!(b.backlog(t), 2250);
-        assert_eq!(b.offer(t, 751, rate, q), None);
-        assert!(b.offer(t, 750, rate, q).is_some());
+        assert_eq!(b.offer(t, 751, Source::Rate(rate), q), None);
+        assert!(b.offer(t, 750, Source::Rate(rate), q).is_some());
         assert_eq!(b.backlog(t0 + Duration::from_secs(1)), 0);
     }
 
@@ -192,11 +236,13 @@ mod tests {
         let mut b = Bottleneck::default();
         let rate = Rate::from_mbit(1);
         let q = ResolvedQueue::Packets(2);
-        assert!(b.offer(Instant::ZERO, 100, rate, q).is_some());
-        assert!(b.offer(Instant::ZERO, 100, rate, q).is_some());
-        assert!(b.offer(Instant::ZERO, 100, rate, q).is_none());
+        assert!(b.offer(Instant::ZERO, 100, Source::Rate(rate), q).is_some());
+        assert!(b.offer(Instant::ZERO, 100, Source::Rate(rate), q).is_some());
+        assert!(b.offer(Instant::ZERO, 100, Source::Rate(rate), q).is_none());
         // The first finishes after 800 us.
-        assert!(b.offer(Instant::from_micros(800), 100, rate, q).is_some());
+        assert!(b
+            .offer(Instant::from_micros(800), 100, Source::Rate(rate), q)
+            .is_some());
     }
 
     #[test]
@@ -207,20 +253,74 @@ mod tests {
         let o = Instant::ZERO;
         let ms = |x: u64| Instant::from_micros(x * 1000);
         // Two 750-byte packets share the opportunity at 1 ms.
-        assert_eq!(b.offer_trace(o, 750, &t, o, q).unwrap().0, ms(1));
-        assert_eq!(b.offer_trace(o, 750, &t, o, q).unwrap().0, ms(1));
+        assert_eq!(
+            b.offer(
+                o,
+                750,
+                Source::Trace {
+                    trace: &t,
+                    origin: o
+                },
+                q
+            )
+            .unwrap()
+            .0,
+            ms(1)
+        );
+        assert_eq!(
+            b.offer(
+                o,
+                750,
+                Source::Trace {
+                    trace: &t,
+                    origin: o
+                },
+                q
+            )
+            .unwrap()
+            .0,
+            ms(1)
+        );
         // The next one waits for 2 ms; a 3000-byte packet uses the rest of
         // 2 ms, all of 3 ms and some of 4 ms.
-        assert_eq!(b.offer_trace(o, 100, &t, o, q).unwrap().0, ms(2));
-        assert_eq!(b.offer_trace(o, 3000, &t, o, q).unwrap().0, ms(4));
+        assert_eq!(
+            b.offer(
+                o,
+                100,
+                Source::Trace {
+                    trace: &t,
+                    origin: o
+                },
+                q
+            )
+            .unwrap()
+            .0,
+            ms(2)
+        );
+        assert_eq!(
+            b.offer(
+                o,
+                3000,
+                Source::Trace {
+                    trace: &t,
+                    origin: o
+                },
+                q
+            )
+            .unwrap()
+            .0,
+            ms(4)
+        );
         // Idle until 6.5 ms: the opportunities at 5 and 6 ms are lost (the
         // trace repeats every 4 ms: 5, 6, 7, 8, ...).
         assert_eq!(
-            b.offer_trace(
+            b.offer(
                 ms(6) + std::time::Duration::from_micros(500),
                 1500,
-                &t,
-                o,
+                Source::Trace {
+                    trace: &t,
+                    origin: o
+                },
                 q
             )
             .unwrap()
@@ -233,10 +333,14 @@ mod tests {
     fn rate_change_keeps_existing_schedule() {
         let mut b = Bottleneck::default();
         let q = ResolvedQueue::Bytes(1 << 20);
-        let (f1, _) = b.offer(Instant::ZERO, 1000, Rate::from_mbit(1), q).unwrap();
+        let (f1, _) = b
+            .offer(Instant::ZERO, 1000, Source::Rate(Rate::from_mbit(1)), q)
+            .unwrap();
         assert_eq!(f1, Instant::from_micros(8000));
         // Faster rate: the new packet starts after the old one finishes.
-        let (f2, _) = b.offer(Instant::ZERO, 1000, Rate::from_mbit(8), q).unwrap();
+        let (f2, _) = b
+            .offer(Instant::ZERO, 1000, Source::Rate(Rate::from_mbit(8)), q)
+            .unwrap();
         assert_eq!(f2, Instant::from_micros(9000));
         assert_eq!(b.backlog(Instant::from_micros(4000)), 1500);
     }

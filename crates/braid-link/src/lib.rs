@@ -9,9 +9,11 @@
 //!
 //! Must not depend on: any other Braid crate but `braid-core`, sockets,
 //! threads, or the system clock. [`Link`] is sans-IO: a packet of `len`
-//! bytes is offered at `now` and the answer — dropped, with a reason, or
-//! delivered at `at` (and perhaps again as a duplicate) — comes at once.
-//! Randomness comes from a seed.
+//! bytes is queued at `now` ([`Link::enqueue`]) and its fate — dropped,
+//! with a reason, or delivered at `at` (and perhaps again as a duplicate)
+//! — comes from [`Link::poll`] once decided, at [`Link::next_event`]; for
+//! the queue disciplines that decide at enqueue, [`Link::offer`] answers
+//! at once. Randomness comes from a seed.
 //!
 //! # Spec keys
 //!
@@ -21,7 +23,10 @@
 //! | `rtt` | sets `delay` to rtt/2 (not with `delay`) | `rtt=20ms` |
 //! | `jitter` | σ of the round-trip delay variation: each direction adds normal noise of σ = jitter/√2; never reorders | `jitter=5ms` |
 //! | `rate` | bottleneck rate (bit, kbit, mbit, gbit or bps, kbps, mbps, gbps); absent = unlimited | `rate=100mbit` |
-//! | `queue` | drop-tail queue before the rate limiter: bytes (b, kb, kib, mb, mib), packets (`p`, `pkt`) or BDPs (`bdp`, rate × 2·delay); default 1 BDP, at least 16 full packets | `queue=64kb`, `queue=100p`, `queue=0.5bdp` |
+//! | `queue` | queue limit before the rate limiter: bytes (b, kb, kib, mb, mib), packets (`p`, `pkt`) or BDPs (`bdp`, rate × 2·delay); default 1 BDP, at least 16 full packets; bounds the buffer under every `aqm` | `queue=64kb`, `queue=100p`, `queue=0.5bdp` |
+//! | `aqm` | queue discipline: `droptail` (default), `codel` (RFC 8289), `pie` (RFC 8033), `red` (Floyd & Jacobson, gentle, thresholds limit/12 and limit/4), `fq_codel` (RFC 8290); needs `rate` or `trace`; see [`Aqm`] | `aqm=fq_codel` |
+//! | `aqm_target` | target queueing delay of `codel`, `fq_codel` (default 5 ms) or `pie` (default 15 ms) | `aqm_target=10ms` |
+//! | `aqm_interval` | CoDel's interval for `codel`, `fq_codel` (default 100 ms) | `aqm_interval=50ms` |
 //! | `loss` | independent loss probability, percent or fraction | `loss=1%`, `loss=0.01` |
 //! | `ge` | Gilbert–Elliott burst loss `p/r[/bad_loss[/good_loss]]`, see [`GilbertElliott`] | `ge=1%/25%` |
 //! | `reorder` | probability a packet is held back by `reorder_delay` so later ones overtake it | `reorder=1%` |
@@ -51,6 +56,7 @@
 //! assert_eq!(link.stats().dropped_loss, 1000 - delivered as u64);
 //! ```
 
+mod aqm;
 mod bottleneck;
 mod link;
 mod loss;
@@ -58,10 +64,10 @@ mod spec;
 mod trace;
 mod units;
 
-pub use link::{DropReason, Link, LinkStats, Verdict};
+pub use link::{DropReason, Link, LinkStats, Outcome, PacketId, Verdict};
 pub use spec::{
-    Change, Direction, GilbertElliott, LinkParams, LinkSpec, QueueLimit, ResolvedQueue, SpecError,
-    KEYS,
+    Aqm, Change, Direction, GilbertElliott, LinkParams, LinkSpec, QueueLimit, ResolvedQueue,
+    SpecError, KEYS,
 };
 pub use trace::{RateTrace, TraceError};
 pub use units::{Probability, Rate, Ratio};

@@ -1,20 +1,34 @@
 //! [`Link`]: one direction of a path, as a sans-IO object that tells the
-//! fate of each packet offered to it.
+//! fate of each packet given to it.
 //!
-//! A packet goes through, in order: the MTU check; the drop-tail queue and
-//! the rate limiter (so a packet lost later still used the bottleneck, like
-//! a packet corrupted on the wire after a router); random loss (Bernoulli,
-//! then Gilbert–Elliott); propagation delay plus jitter, clamped so arrivals
-//! never go backwards; then, with the `reorder` probability, an extra delay
-//! that lets later packets overtake it; and with the `dup` probability a
-//! second copy, made after the bottleneck, arriving together with the first.
+//! A packet goes through, in order: the MTU check; the queue discipline
+//! and the rate limiter (so a packet lost later still used the bottleneck,
+//! like a packet corrupted on the wire after a router); random loss
+//! (Bernoulli, then Gilbert–Elliott); propagation delay plus jitter,
+//! clamped so arrivals never go backwards; then, with the `reorder`
+//! probability, an extra delay that lets later packets overtake it; and
+//! with the `dup` probability a second copy, made after the bottleneck,
+//! arriving together with the first.
+//!
+//! Two ways in. [`Link::enqueue`] / [`Link::poll`] work for every queue
+//! discipline: a packet is queued now and its fate ([`Outcome`]) is
+//! reported as soon as it is decided: at once for disciplines that decide
+//! at enqueue (drop-tail, PIE, RED: the queue is one FIFO, so the
+//! departure of an accepted packet is known when it arrives), and when the
+//! link's server takes it from the queue for CoDel and FQ-CoDel (whose
+//! decisions depend on later arrivals: CoDel's test of the backlog behind
+//! a packet, FQ-CoDel's order among flows). [`Link::next_event`] says when
+//! to poll next. [`Link::offer`] answers at once and is the short way for
+//! the enqueue-deciding disciplines.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
 use braid_core::{Instant, Rng, RngExt, SeedableRng};
 
-use crate::bottleneck::Bottleneck;
+use crate::aqm::{Discipline, EarlyDrop, Packet};
+use crate::bottleneck::{Bottleneck, Source};
 use crate::loss::BurstState;
 use crate::spec::{Change, LinkParams, ResolvedQueue};
 
@@ -24,8 +38,11 @@ use crate::spec::{Change, LinkParams, ResolvedQueue};
 pub enum DropReason {
     /// Larger than the MTU.
     Mtu,
-    /// The queue in front of the bottleneck was full (tail drop).
+    /// The queue in front of the bottleneck was full (tail drop, or under
+    /// FQ-CoDel a drop from the head of the fattest flow queue).
     QueueFull,
+    /// The queue discipline dropped it early (CoDel, PIE, RED, FQ-CoDel).
+    Aqm,
     /// Independent random loss (`loss=`).
     Loss,
     /// Gilbert–Elliott burst loss (`ge=`).
@@ -37,15 +54,53 @@ impl fmt::Display for DropReason {
         f.write_str(match self {
             DropReason::Mtu => "larger than the MTU",
             DropReason::QueueFull => "queue full",
+            DropReason::Aqm => "AQM drop",
             DropReason::Loss => "random loss",
             DropReason::BurstLoss => "burst loss",
         })
     }
 }
 
+/// A packet's number on its link, in the order packets were given to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PacketId(pub u64);
+
+/// The decided fate of a packet queued by [`Link::enqueue`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The packet arrives at `at` (and a duplicate at `duplicate_at`).
+    Delivered {
+        /// Which packet.
+        id: PacketId,
+        /// Arrival time of the packet.
+        at: Instant,
+        /// Arrival time of a duplicate, if one is made.
+        duplicate_at: Option<Instant>,
+    },
+    /// The packet never arrives.
+    Dropped {
+        /// Which packet.
+        id: PacketId,
+        /// Why.
+        reason: DropReason,
+    },
+}
+
+impl Outcome {
+    /// The packet this is about.
+    pub fn id(&self) -> PacketId {
+        match self {
+            Outcome::Delivered { id, .. } | Outcome::Dropped { id, .. } => *id,
+        }
+    }
+}
+
 /// The fate of one offered packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Verdict {
+    /// Queued by a discipline that decides at dequeue (CoDel, FQ-CoDel):
+    /// the fate comes later from [`Link::poll`], under this id.
+    Queued(PacketId),
     /// The packet never arrives.
     Dropped(DropReason),
     /// The packet arrives at `at`; if `duplicate_at` is set a second copy
@@ -73,6 +128,9 @@ pub struct LinkStats {
     pub dropped_mtu: u64,
     /// Dropped because the queue was full.
     pub dropped_queue: u64,
+    /// Dropped by the queue discipline (CoDel, PIE, RED, FQ-CoDel).
+    #[serde(default)]
+    pub dropped_aqm: u64,
     /// Dropped by independent random loss.
     pub dropped_loss: u64,
     /// Dropped by Gilbert–Elliott burst loss.
@@ -88,7 +146,11 @@ pub struct LinkStats {
 impl LinkStats {
     /// Packets dropped for any reason.
     pub fn dropped(&self) -> u64 {
-        self.dropped_mtu + self.dropped_queue + self.dropped_loss + self.dropped_burst
+        self.dropped_mtu
+            + self.dropped_queue
+            + self.dropped_aqm
+            + self.dropped_loss
+            + self.dropped_burst
     }
 
     /// Packets dropped for `reason`.
@@ -96,17 +158,30 @@ impl LinkStats {
         match reason {
             DropReason::Mtu => self.dropped_mtu,
             DropReason::QueueFull => self.dropped_queue,
+            DropReason::Aqm => self.dropped_aqm,
             DropReason::Loss => self.dropped_loss,
             DropReason::BurstLoss => self.dropped_burst,
         }
     }
+
+    fn count_drop(&mut self, reason: DropReason) {
+        match reason {
+            DropReason::Mtu => self.dropped_mtu += 1,
+            DropReason::QueueFull => self.dropped_queue += 1,
+            DropReason::Aqm => self.dropped_aqm += 1,
+            DropReason::Loss => self.dropped_loss += 1,
+            DropReason::BurstLoss => self.dropped_burst += 1,
+        }
+    }
 }
 
-/// One direction of a link: offer it packets, it answers with their fate.
+/// One direction of a link: give it packets, it tells their fate.
 ///
 /// No I/O and no clock: time is whatever the caller passes to
-/// [`offer`](Self::offer), which must not go backwards. The same params,
-/// seed and sequence of offers always give the same verdicts.
+/// [`enqueue`](Self::enqueue), [`poll`](Self::poll) or
+/// [`offer`](Self::offer), which must not go backwards (an earlier time is
+/// taken as the latest one). The same params, seed and sequence of calls
+/// always give the same fates.
 ///
 /// ```
 /// use braid_link::{Direction, Link, LinkSpec, Verdict};
@@ -122,6 +197,33 @@ impl LinkStats {
 /// let v = link.offer(Instant::ZERO, 1500);
 /// assert_eq!(v, Verdict::Deliver { at: Instant::ZERO + Duration::from_millis(12), duplicate_at: None });
 /// assert_eq!(link.stats().delivered, 2);
+/// ```
+///
+/// With a discipline that decides at dequeue, the fate comes later:
+///
+/// ```
+/// use braid_link::{Direction, Link, LinkSpec, Outcome};
+/// use braid_core::Instant;
+/// use std::time::Duration;
+///
+/// let spec: LinkSpec = "rtt=20ms,rate=12mbit,aqm=fq_codel".parse().unwrap();
+/// let mut link = Link::new(spec.params(Direction::AToB), 7);
+/// // Ten packets of a bulk flow, then one of a sparse flow.
+/// let bulk: Vec<_> = (0..10).map(|_| link.enqueue(Instant::ZERO, 1500, 1).unwrap()).collect();
+/// let sparse = link.enqueue(Instant::ZERO, 100, 2).unwrap();
+/// let mut order = Vec::new();
+/// while let Some(t) = link.next_event() {
+///     while let Some(o) = link.poll(t) {
+///         if let Outcome::Delivered { id, at, .. } = o {
+///             order.push((id, at));
+///         }
+///     }
+/// }
+/// // The bulk flow spends its quantum (1514 bytes: two packets), then
+/// // the new sparse flow goes, ahead of the bulk backlog.
+/// assert_eq!(order[0], (bulk[0], Instant::ZERO + Duration::from_millis(11)));
+/// assert_eq!(order[2].0, sparse);
+/// assert_eq!(link.stats().delivered, 11);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Link {
@@ -143,8 +245,43 @@ pub struct Link {
     schedule_origin: Instant,
     /// When the parameters in force took effect: where a rate trace starts.
     since: Instant,
-    /// Latest time passed to `offer` (taken as "now" by `set_params`).
+    /// Latest time passed in (taken as "now" by `set_params`).
     last_now: Instant,
+    /// The queue discipline in force, with its state.
+    discipline: Discipline,
+    /// Seeds FQ-CoDel's flow hash (as Linux perturbs its hash).
+    perturbation: u64,
+    /// The id of the next packet.
+    next_id: u64,
+    /// Decided fates not yet polled, in the order they were decided.
+    outcomes: VecDeque<Outcome>,
+    /// With a discipline that decides at dequeue: when the server can
+    /// take the next packet (the end of the last one's serialization, or
+    /// the arrival that found the link idle).
+    server_free: Instant,
+    /// Reused buffer for the packets a discipline drops.
+    dropped: Vec<Packet>,
+}
+
+/// What serves the queue under `p` (started at `since`), if anything.
+fn source_of(p: &LinkParams, since: Instant) -> Option<Source<'_>> {
+    match (&p.trace, p.rate) {
+        (Some(trace), _) => Some(Source::Trace {
+            trace,
+            origin: since,
+        }),
+        (None, Some(rate)) => Some(Source::Rate(rate)),
+        (None, None) => None,
+    }
+}
+
+/// A per-link value from the seed, kept apart from the random stream so
+/// it does not shift the loss draws.
+fn perturbation_of(seed: u64) -> u64 {
+    let mut z = seed ^ 0x6671_5f63_6f64_656c; // "fq_codel"
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl Link {
@@ -154,8 +291,10 @@ impl Link {
     /// the caller's clock (the start of a simulation or of an emulator).
     pub fn new(mut params: LinkParams, seed: u64) -> Link {
         let schedule = std::mem::take(&mut params.schedule);
+        let perturbation = perturbation_of(seed);
         Link {
             queue: params.effective_queue(),
+            discipline: Discipline::build(&params, Instant::ZERO, perturbation),
             params,
             rng: Rng::seed_from_u64(seed),
             bottleneck: Bottleneck::default(),
@@ -167,13 +306,20 @@ impl Link {
             schedule_origin: Instant::ZERO,
             since: Instant::ZERO,
             last_now: Instant::ZERO,
+            perturbation,
+            next_id: 0,
+            outcomes: VecDeque::new(),
+            server_free: Instant::ZERO,
+            dropped: Vec::new(),
         }
     }
 
-    /// Change the parameters. Packets offered from now on see the new ones;
+    /// Change the parameters. Packets given from now on see the new ones;
     /// packets already scheduled keep their times, and none is dropped by
-    /// the change. Arrivals stay in order across a delay decrease. "Now" is
-    /// the latest time passed to [`offer`](Self::offer); a schedule in
+    /// the change (packets waiting in a CoDel or FQ-CoDel queue stay
+    /// queued, or go to the bottleneck in arrival order if the new
+    /// discipline decides at enqueue). Arrivals stay in order across a
+    /// delay decrease. "Now" is the latest time passed in; a schedule in
     /// `params` replaces the old one and counts from then, and a rate
     /// trace starts over then. Use [`set_params_at`](Self::set_params_at)
     /// when the time is known.
@@ -182,7 +328,7 @@ impl Link {
     }
 
     /// [`set_params`](Self::set_params) at a known time `now` (not before
-    /// earlier offers): a schedule in `params` counts from `now`, and a
+    /// earlier calls): a schedule in `params` counts from `now`, and a
     /// rate trace starts at `now`.
     ///
     /// ```
@@ -202,6 +348,8 @@ impl Link {
     /// ```
     pub fn set_params_at(&mut self, now: Instant, mut params: LinkParams) {
         let now = now.max(self.last_now);
+        self.advance(now);
+        self.last_now = now;
         self.schedule = std::mem::take(&mut params.schedule);
         self.next_change = 0;
         self.schedule_origin = now;
@@ -214,18 +362,30 @@ impl Link {
         self.params = params;
         self.since = since;
         self.bottleneck.restart_trace();
-    }
-
-    /// Apply the scheduled changes due by `now`, each from its own time.
-    fn apply_schedule(&mut self, now: Instant) {
-        while let Some(change) = self.schedule.get(self.next_change) {
-            let due = self.schedule_origin + change.at;
-            if due > now {
-                break;
+        let held = self
+            .discipline
+            .reconfigure(&self.params, since, self.perturbation);
+        if held.is_empty() {
+            return;
+        }
+        // The old discipline's packets, to the new one, none dropped.
+        match &mut self.discipline {
+            Discipline::Scheduled(s) => {
+                let mut overflow = Vec::new();
+                for p in held {
+                    s.enqueue(p, ResolvedQueue::Bytes(u64::MAX), &mut overflow);
+                }
+                self.server_free = self.server_free.max(since);
             }
-            let params = change.params.clone();
-            self.next_change += 1;
-            self.install(due, params);
+            Discipline::Fifo(_) => {
+                for p in held {
+                    let departure = match source_of(&self.params, self.since) {
+                        Some(source) => self.bottleneck.serve(since, p.len, source),
+                        None => since,
+                    };
+                    self.leave_bottleneck(PacketId(p.id), p.len, departure);
+                }
+            }
         }
     }
 
@@ -241,70 +401,278 @@ impl Link {
         &self.params
     }
 
-    /// Counters so far.
+    /// Counters so far. Packets still queued under CoDel or FQ-CoDel are
+    /// counted as offered but neither delivered nor dropped yet.
     pub fn stats(&self) -> &LinkStats {
         &self.stats
     }
 
     /// Bytes waiting in the queue (not yet serialized) at `now`.
     pub fn backlog_bytes(&mut self, now: Instant) -> u64 {
-        self.bottleneck.backlog(now)
+        let now = now.max(self.last_now);
+        self.advance(now);
+        self.last_now = now;
+        self.held_bytes() + self.bottleneck.backlog(now)
+    }
+
+    /// Bytes a discipline that decides at dequeue holds.
+    fn held_bytes(&self) -> u64 {
+        match &self.discipline {
+            Discipline::Scheduled(s) => s.bytes(),
+            Discipline::Fifo(_) => 0,
+        }
+    }
+
+    /// Queue a packet of `len` bytes (headers included) of flow `flow` at
+    /// `now`. `flow` is any key that tells flows apart (a hash of the
+    /// addresses, ports and protocol); only FQ-CoDel looks at it.
+    ///
+    /// Returns the packet's id, or why it was refused at the door (larger
+    /// than the MTU, no room, or an early drop by PIE or RED). Everything
+    /// that happens to an accepted packet later, its delivery or a drop,
+    /// comes from [`poll`](Self::poll).
+    pub fn enqueue(&mut self, now: Instant, len: usize, flow: u64) -> Result<PacketId, DropReason> {
+        let now = now.max(self.last_now);
+        self.advance(now);
+        self.last_now = now;
+        let len = len as u64;
+        let id = PacketId(self.next_id);
+        self.next_id += 1;
+        self.stats.offered += 1;
+        self.stats.bytes_offered += len;
+        match self.admit(now, id, len, flow) {
+            Ok(()) => Ok(id),
+            Err(reason) => {
+                self.stats.count_drop(reason);
+                Err(reason)
+            }
+        }
+    }
+
+    /// The door: MTU, discipline and limit. An accepted packet is either
+    /// through the bottleneck (its outcome queued) or held by a
+    /// discipline that decides at dequeue.
+    fn admit(&mut self, now: Instant, id: PacketId, len: u64, flow: u64) -> Result<(), DropReason> {
+        if self.params.mtu.is_some_and(|mtu| len > u64::from(mtu)) {
+            return Err(DropReason::Mtu);
+        }
+        let (Some(limit), Some(source)) = (self.queue, source_of(&self.params, self.since)) else {
+            // No rate, no queue: straight on.
+            self.leave_bottleneck(id, len, now);
+            return Ok(());
+        };
+        match &mut self.discipline {
+            Discipline::Fifo(early) => {
+                let (fits, backlog) = self.bottleneck.room(now, len, limit);
+                let early_drop = match early {
+                    EarlyDrop::None => false,
+                    EarlyDrop::Pie(pie) => {
+                        fits && pie.drop_early(
+                            now,
+                            backlog,
+                            self.bottleneck.busy_until(),
+                            &mut self.rng,
+                        )
+                    }
+                    EarlyDrop::Red(red) => {
+                        let queued = match limit {
+                            ResolvedQueue::Bytes(_) => backlog as f64,
+                            ResolvedQueue::Packets(_) => self.bottleneck.packets(now) as f64,
+                        };
+                        red.drop_on_arrival(
+                            now,
+                            queued,
+                            self.bottleneck.busy_until(),
+                            &mut self.rng,
+                        )
+                    }
+                };
+                if early_drop {
+                    return Err(DropReason::Aqm);
+                }
+                if !fits {
+                    return Err(DropReason::QueueFull);
+                }
+                let finish = self.bottleneck.serve(now, len, source);
+                self.stats.max_backlog_bytes = self.stats.max_backlog_bytes.max(backlog + len);
+                self.leave_bottleneck(id, len, finish);
+                Ok(())
+            }
+            Discipline::Scheduled(s) => {
+                if s.is_empty() {
+                    self.server_free = self.server_free.max(now);
+                }
+                let packet = Packet {
+                    id: id.0,
+                    len,
+                    enqueued: now,
+                    flow,
+                };
+                let mut dropped = std::mem::take(&mut self.dropped);
+                dropped.clear();
+                s.enqueue(packet, limit, &mut dropped);
+                let held = s.bytes();
+                let mut refused = false;
+                for p in &dropped {
+                    if p.id == id.0 {
+                        refused = true;
+                    } else {
+                        self.drop_later(PacketId(p.id), DropReason::QueueFull);
+                    }
+                }
+                self.dropped = dropped;
+                if refused {
+                    return Err(DropReason::QueueFull);
+                }
+                let backlog = held + self.bottleneck.backlog(now);
+                self.stats.max_backlog_bytes = self.stats.max_backlog_bytes.max(backlog);
+                Ok(())
+            }
+        }
+    }
+
+    /// When [`poll`](Self::poll) next has something: now if outcomes are
+    /// waiting, else the next time the server takes a packet from a CoDel
+    /// or FQ-CoDel queue (or a scheduled change that may move it). `None`:
+    /// nothing will happen until the next packet.
+    pub fn next_event(&self) -> Option<Instant> {
+        if !self.outcomes.is_empty() {
+            return Some(self.last_now);
+        }
+        let dequeue = self.next_dequeue()?;
+        let change = self
+            .schedule
+            .get(self.next_change)
+            .map(|c| self.schedule_origin + c.at);
+        Some(change.map_or(dequeue, |c| c.min(dequeue)))
+    }
+
+    /// The next decided fate, after running the link up to `now`.
+    pub fn poll(&mut self, now: Instant) -> Option<Outcome> {
+        let now = now.max(self.last_now);
+        self.advance(now);
+        self.last_now = now;
+        self.outcomes.pop_front()
     }
 
     /// Offer a packet of `len` bytes (headers included) at `now` and learn
-    /// its fate.
+    /// its fate at once: [`Verdict::Dropped`] or [`Verdict::Deliver`]. A
+    /// discipline that decides at dequeue (CoDel, FQ-CoDel; see
+    /// [`crate::Aqm::decides_at_dequeue`]) cannot tell yet: the packet is
+    /// then [`Verdict::Queued`] (as flow 0) and its fate comes from
+    /// [`poll`](Self::poll).
     pub fn offer(&mut self, now: Instant, len: usize) -> Verdict {
-        self.last_now = self.last_now.max(now);
-        if self.next_change < self.schedule.len() {
-            self.apply_schedule(now);
+        match self.enqueue(now, len, 0) {
+            Err(reason) => Verdict::Dropped(reason),
+            Ok(id) => match self.outcomes.back() {
+                Some(o) if o.id() == id => match self.outcomes.pop_back() {
+                    Some(Outcome::Delivered {
+                        at, duplicate_at, ..
+                    }) => Verdict::Deliver { at, duplicate_at },
+                    Some(Outcome::Dropped { reason, .. }) => Verdict::Dropped(reason),
+                    None => Verdict::Queued(id),
+                },
+                _ => Verdict::Queued(id),
+            },
         }
-        let len = len as u64;
-        self.stats.offered += 1;
-        self.stats.bytes_offered += len;
-        match self.fate(now, len) {
+    }
+
+    /// When the server next takes a packet from a discipline that decides
+    /// at dequeue, if it holds any.
+    fn next_dequeue(&self) -> Option<Instant> {
+        let Discipline::Scheduled(s) = &self.discipline else {
+            return None;
+        };
+        if s.is_empty() {
+            return None;
+        }
+        Some(match source_of(&self.params, self.since) {
+            Some(source) => self.bottleneck.next_start(self.server_free, source),
+            None => self.server_free,
+        })
+    }
+
+    /// Run the link up to `until`: the server's dequeues and the scheduled
+    /// changes, in time order (a change first on a tie).
+    fn advance(&mut self, until: Instant) {
+        loop {
+            let change = self
+                .schedule
+                .get(self.next_change)
+                .map(|c| self.schedule_origin + c.at);
+            let dequeue = self.next_dequeue();
+            match (change, dequeue) {
+                (Some(c), d) if c <= until && d.is_none_or(|d| c <= d) => {
+                    let params = self.schedule[self.next_change].params.clone();
+                    self.next_change += 1;
+                    self.install(c, params);
+                }
+                (_, Some(d)) if d <= until => self.dequeue_at(d),
+                _ => break,
+            }
+        }
+    }
+
+    /// The server takes the next packet at `now`: the discipline may drop
+    /// some on the way.
+    fn dequeue_at(&mut self, now: Instant) {
+        let Discipline::Scheduled(s) = &mut self.discipline else {
+            return;
+        };
+        let mut dropped = std::mem::take(&mut self.dropped);
+        dropped.clear();
+        let sent = s.dequeue(now, &mut dropped);
+        for p in &dropped {
+            self.drop_later(PacketId(p.id), DropReason::Aqm);
+        }
+        self.dropped = dropped;
+        match sent {
+            Some(p) => {
+                let finish = match source_of(&self.params, self.since) {
+                    Some(source) => self.bottleneck.serve(now, p.len, source),
+                    None => now,
+                };
+                self.server_free = finish;
+                self.leave_bottleneck(PacketId(p.id), p.len, finish);
+            }
+            None => self.server_free = now,
+        }
+    }
+
+    /// A packet already accepted is dropped.
+    fn drop_later(&mut self, id: PacketId, reason: DropReason) {
+        self.stats.count_drop(reason);
+        self.outcomes.push_back(Outcome::Dropped { id, reason });
+    }
+
+    /// A packet left the bottleneck at `departure`: random loss, delay,
+    /// reordering and duplication decide the rest, and its outcome is
+    /// queued.
+    fn leave_bottleneck(&mut self, id: PacketId, len: u64, departure: Instant) {
+        let outcome = match self.after_bottleneck(departure) {
             Ok((at, duplicate_at)) => {
                 self.stats.delivered += 1;
                 self.stats.bytes_delivered += len;
                 self.stats.duplicated += u64::from(duplicate_at.is_some());
-                Verdict::Deliver { at, duplicate_at }
+                Outcome::Delivered {
+                    id,
+                    at,
+                    duplicate_at,
+                }
             }
             Err(reason) => {
-                match reason {
-                    DropReason::Mtu => self.stats.dropped_mtu += 1,
-                    DropReason::QueueFull => self.stats.dropped_queue += 1,
-                    DropReason::Loss => self.stats.dropped_loss += 1,
-                    DropReason::BurstLoss => self.stats.dropped_burst += 1,
-                }
-                Verdict::Dropped(reason)
+                self.stats.count_drop(reason);
+                Outcome::Dropped { id, reason }
             }
-        }
+        };
+        self.outcomes.push_back(outcome);
     }
 
-    fn fate(&mut self, now: Instant, len: u64) -> Result<(Instant, Option<Instant>), DropReason> {
+    fn after_bottleneck(
+        &mut self,
+        departure: Instant,
+    ) -> Result<(Instant, Option<Instant>), DropReason> {
         let p = &self.params;
-        if p.mtu.is_some_and(|mtu| len > u64::from(mtu)) {
-            return Err(DropReason::Mtu);
-        }
-        let served = match (&p.trace, p.rate, self.queue) {
-            (Some(trace), _, Some(queue)) => Some(
-                self.bottleneck
-                    .offer_trace(now, len, trace, self.since, queue)
-                    .ok_or(DropReason::QueueFull)?,
-            ),
-            (None, Some(rate), Some(queue)) => Some(
-                self.bottleneck
-                    .offer(now, len, rate, queue)
-                    .ok_or(DropReason::QueueFull)?,
-            ),
-            _ => None,
-        };
-        let departure = match served {
-            Some((finish, backlog)) => {
-                self.stats.max_backlog_bytes = self.stats.max_backlog_bytes.max(backlog);
-                finish
-            }
-            None => now,
-        };
         if p.loss.sample(&mut self.rng) {
             return Err(DropReason::Loss);
         }

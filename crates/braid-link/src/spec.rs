@@ -32,6 +32,9 @@ pub const KEYS: &[&str] = &[
     "jitter",
     "rate",
     "queue",
+    "aqm",
+    "aqm_target",
+    "aqm_interval",
     "loss",
     "ge",
     "reorder",
@@ -47,6 +50,8 @@ const QUEUE_FORM: &str =
 const GE_FORM: &str = "Gilbert-Elliott probabilities `p/r[/bad_loss[/good_loss]]` such as 1%/25% or 1%/25%/80%/0.1%, \
      where p = P(good→bad) and r = P(bad→good) > 0 per packet";
 const MTU_FORM: &str = "a packet size in bytes such as 1500, at least 1";
+const AQM_FORM: &str = "a queue discipline: droptail, codel, pie, red or fq_codel";
+const POSITIVE_DURATION_FORM: &str = "a duration above zero such as 5ms or 100ms";
 const AT_FORM: &str = "a time such as 10s or 500ms after which the following spec applies, as in rtt=20ms;at=10s:rtt=100ms";
 
 /// A link spec that could not be parsed or is inconsistent. The message
@@ -100,6 +105,17 @@ pub enum SpecError {
         key: &'static str,
         /// The key it needs.
         needs: &'static str,
+    },
+    /// A key that tunes a queue discipline was given with a discipline it
+    /// does not apply to.
+    #[error("`{key}` does not apply to aqm={aqm}: it applies to aqm={applies_to}")]
+    AqmOption {
+        /// The tuning key.
+        key: &'static str,
+        /// The discipline in force.
+        aqm: Aqm,
+        /// The disciplines the key tunes.
+        applies_to: &'static str,
     },
     /// An item's direction prefix is neither `a2b:` nor `b2a:`.
     #[error("unknown direction `{prefix}:` in `{item}`: expected a2b: or b2a: before key=value")]
@@ -163,6 +179,98 @@ impl FromStr for QueueLimit {
             return n.parse().map(QueueLimit::Packets).map_err(|_| ());
         }
         units::parse_bytes(&lower).map(QueueLimit::Bytes).ok_or(())
+    }
+}
+
+/// The queue discipline in front of the rate limiter (`aqm=`), as Linux's
+/// qdiscs and Mahimahi offer them. Each is described, with the paper or
+/// RFC it follows, in its module under `aqm/`.
+///
+/// ```
+/// use braid_link::{Aqm, LinkSpec, Direction};
+/// let spec: LinkSpec = "rtt=40ms,rate=10mbit,aqm=fq_codel,aqm_target=2ms".parse().unwrap();
+/// let p = spec.params(Direction::AToB);
+/// assert_eq!(p.aqm, Aqm::FqCodel);
+/// assert_eq!(p.effective_aqm_target(), Some(std::time::Duration::from_millis(2)));
+/// assert_eq!("aqm=red".parse::<LinkSpec>().unwrap_err().to_string(), "`aqm` has no effect without `rate`");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Aqm {
+    /// First in, first out; arrivals to a full queue are dropped. The
+    /// default.
+    #[default]
+    DropTail,
+    /// CoDel (RFC 8289): drops at dequeue once the sojourn time stayed
+    /// above `aqm_target` for `aqm_interval`.
+    Codel,
+    /// PIE (RFC 8033): drops at enqueue with a probability steered by a PI
+    /// controller towards a queueing delay of `aqm_target`.
+    Pie,
+    /// RED (Floyd & Jacobson 1993) in Linux's "gentle" mode: drops at
+    /// enqueue with a probability rising with the average queue.
+    Red,
+    /// FQ-CoDel (RFC 8290): 1024 flow queues served by deficit round
+    /// robin, new flows first, each managed by CoDel.
+    FqCodel,
+}
+
+impl Aqm {
+    /// Every discipline, in the order the spec syntax lists them.
+    pub const ALL: [Aqm; 5] = [Aqm::DropTail, Aqm::Codel, Aqm::Pie, Aqm::Red, Aqm::FqCodel];
+
+    /// The name in a spec (`aqm=NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Aqm::DropTail => "droptail",
+            Aqm::Codel => "codel",
+            Aqm::Pie => "pie",
+            Aqm::Red => "red",
+            Aqm::FqCodel => "fq_codel",
+        }
+    }
+
+    /// Whether the discipline decides a packet's fate when it leaves the
+    /// queue (CoDel, FQ-CoDel) rather than when it arrives. Such a
+    /// discipline needs [`crate::Link::enqueue`] and
+    /// [`crate::Link::poll`]: at enqueue the fate is not known yet.
+    pub fn decides_at_dequeue(self) -> bool {
+        matches!(self, Aqm::Codel | Aqm::FqCodel)
+    }
+
+    /// The default target queueing delay, for the disciplines that have
+    /// one: 5 ms for CoDel and FQ-CoDel (RFC 8289 §4.4), 15 ms for PIE
+    /// (RFC 8033 §4.1).
+    pub fn default_target(self) -> Option<Duration> {
+        match self {
+            Aqm::Codel | Aqm::FqCodel => Some(Duration::from_millis(5)),
+            Aqm::Pie => Some(Duration::from_millis(15)),
+            Aqm::DropTail | Aqm::Red => None,
+        }
+    }
+
+    /// The default CoDel interval, for the disciplines that have one:
+    /// 100 ms (RFC 8289 §4.3).
+    pub fn default_interval(self) -> Option<Duration> {
+        match self {
+            Aqm::Codel | Aqm::FqCodel => Some(Duration::from_millis(100)),
+            Aqm::DropTail | Aqm::Pie | Aqm::Red => None,
+        }
+    }
+}
+
+impl fmt::Display for Aqm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Aqm {
+    type Err = ();
+    fn from_str(text: &str) -> Result<Aqm, ()> {
+        Aqm::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(text.trim()))
+            .ok_or(())
     }
 }
 
@@ -276,6 +384,15 @@ pub struct LinkParams {
     /// Drop-tail queue in front of the rate limiter; `None` = the default,
     /// 1 BDP but at least 16 full packets. Only meaningful with a rate.
     pub queue: Option<QueueLimit>,
+    /// The queue discipline; [`Aqm::DropTail`] by default. The `queue`
+    /// limit bounds the buffer under every discipline (as a qdisc's
+    /// `limit`). Only meaningful with a rate.
+    pub aqm: Aqm,
+    /// Target queueing delay of CoDel, FQ-CoDel or PIE; `None` = the
+    /// discipline's default ([`Aqm::default_target`]).
+    pub aqm_target: Option<Duration>,
+    /// CoDel's interval (CoDel, FQ-CoDel); `None` = 100 ms.
+    pub aqm_interval: Option<Duration>,
     /// Independent (Bernoulli) loss probability per packet.
     pub loss: Probability,
     /// Gilbert–Elliott burst loss, applied on top of `loss`.
@@ -348,6 +465,21 @@ impl LinkParams {
         })
     }
 
+    /// The target queueing delay in force, for the disciplines that have
+    /// one (CoDel, FQ-CoDel, PIE).
+    pub fn effective_aqm_target(&self) -> Option<Duration> {
+        self.aqm
+            .default_target()
+            .map(|d| self.aqm_target.unwrap_or(d))
+    }
+
+    /// The CoDel interval in force, for CoDel and FQ-CoDel.
+    pub fn effective_aqm_interval(&self) -> Option<Duration> {
+        self.aqm
+            .default_interval()
+            .map(|d| self.aqm_interval.unwrap_or(d))
+    }
+
     /// Check the rules that tie fields together (the field types already
     /// enforce each field's own range).
     pub fn validate(&self) -> Result<(), SpecError> {
@@ -381,6 +513,45 @@ impl LinkParams {
                 key: "queue",
                 needs: "rate",
             });
+        }
+        if self.aqm != Aqm::DropTail && self.rate.is_none() && self.trace.is_none() {
+            return Err(SpecError::Requires {
+                key: "aqm",
+                needs: "rate",
+            });
+        }
+        for (key, value, applies, applies_to) in [
+            (
+                "aqm_target",
+                self.aqm_target,
+                self.aqm.default_target().is_some(),
+                "codel, pie or fq_codel",
+            ),
+            (
+                "aqm_interval",
+                self.aqm_interval,
+                self.aqm.default_interval().is_some(),
+                "codel or fq_codel",
+            ),
+        ] {
+            let Some(value) = value else { continue };
+            if value.is_zero() {
+                return Err(SpecError::InvalidValue {
+                    key,
+                    value: units::format_duration(value),
+                    expected: POSITIVE_DURATION_FORM,
+                });
+            }
+            if self.aqm == Aqm::DropTail {
+                return Err(SpecError::Requires { key, needs: "aqm" });
+            }
+            if !applies {
+                return Err(SpecError::AqmOption {
+                    key,
+                    aqm: self.aqm,
+                    applies_to,
+                });
+            }
         }
         if self.reorder_delay.is_some() && self.reorder.is_zero() {
             return Err(SpecError::Requires {
@@ -575,12 +746,15 @@ impl<'de> serde::Deserialize<'de> for LinkSpec {
 
 /// Each key's value in canonical text, `None` when at its default (and so
 /// not printed), in [`KEYS`] order minus `delay`/`rtt` (printed apart).
-fn canonical_items(p: &LinkParams) -> [(&'static str, Option<String>); 10] {
+fn canonical_items(p: &LinkParams) -> [(&'static str, Option<String>); 13] {
     let dur = |d: Duration| units::format_duration(d);
     [
         ("jitter", (!p.jitter.is_zero()).then(|| dur(p.jitter))),
         ("rate", p.rate.map(|r| r.to_string())),
         ("queue", p.queue.map(|q| q.to_string())),
+        ("aqm", (p.aqm != Aqm::DropTail).then(|| p.aqm.to_string())),
+        ("aqm_target", p.aqm_target.map(dur)),
+        ("aqm_interval", p.aqm_interval.map(dur)),
         ("loss", (!p.loss.is_zero()).then(|| p.loss.to_string())),
         ("ge", p.burst_loss.map(|g| g.to_string())),
         (
@@ -649,6 +823,9 @@ enum Setting {
     Jitter(Duration),
     Rate(Rate),
     Queue(QueueLimit),
+    Aqm(Aqm),
+    AqmTarget(Duration),
+    AqmInterval(Duration),
     Loss(Probability),
     Ge(GilbertElliott),
     Reorder(Probability),
@@ -666,6 +843,11 @@ impl Setting {
             expected,
         };
         let duration = || units::parse_duration(value).ok_or_else(|| invalid(DURATION_FORM));
+        let positive_duration = || {
+            units::parse_duration(value)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| invalid(POSITIVE_DURATION_FORM))
+        };
         let probability = || {
             value
                 .parse::<Probability>()
@@ -677,6 +859,9 @@ impl Setting {
             "jitter" => Setting::Jitter(duration()?),
             "rate" => Setting::Rate(value.parse().map_err(|_| invalid(Rate::EXPECTED))?),
             "queue" => Setting::Queue(value.parse().map_err(|_| invalid(QUEUE_FORM))?),
+            "aqm" => Setting::Aqm(value.parse().map_err(|_| invalid(AQM_FORM))?),
+            "aqm_target" => Setting::AqmTarget(positive_duration()?),
+            "aqm_interval" => Setting::AqmInterval(positive_duration()?),
             "loss" => Setting::Loss(probability()?),
             "ge" => Setting::Ge(value.parse().map_err(|_| invalid(GE_FORM))?),
             "reorder" => Setting::Reorder(probability()?),
@@ -708,6 +893,9 @@ impl Setting {
             Setting::Jitter(d) => p.jitter = *d,
             Setting::Rate(r) => p.rate = Some(*r),
             Setting::Queue(q) => p.queue = Some(*q),
+            Setting::Aqm(a) => p.aqm = *a,
+            Setting::AqmTarget(d) => p.aqm_target = Some(*d),
+            Setting::AqmInterval(d) => p.aqm_interval = Some(*d),
             Setting::Loss(l) => p.loss = *l,
             Setting::Ge(g) => p.burst_loss = Some(*g),
             Setting::Reorder(r) => p.reorder = *r,
@@ -919,6 +1107,53 @@ mod tests {
             msg("reorder_delay=1ms"),
             "`reorder_delay` has no effect without `reorder`"
         );
+    }
+
+    #[test]
+    fn aqm_keys_parse_print_and_check_what_they_apply_to() {
+        let p = a2b("rtt=20ms,rate=10mbit,aqm=codel,aqm_target=2ms,aqm_interval=50ms");
+        assert_eq!(p.aqm, Aqm::Codel);
+        assert_eq!(p.effective_aqm_target(), Some(Duration::from_millis(2)));
+        assert_eq!(p.effective_aqm_interval(), Some(Duration::from_millis(50)));
+        assert_eq!(
+            a2b("rtt=20ms,rate=10mbit,aqm=pie").effective_aqm_target(),
+            Some(Duration::from_millis(15))
+        );
+        assert_eq!(
+            a2b("rtt=20ms,rate=10mbit,aqm=red").effective_aqm_target(),
+            None
+        );
+        assert_eq!(
+            parse("rate=10mbit,AQM=FQ_CODEL,queue=100p")
+                .unwrap()
+                .to_string(),
+            "rtt=0ms,rate=10mbit,queue=100p,aqm=fq_codel"
+        );
+        // Drop-tail is the default, and may be named.
+        assert_eq!(
+            parse("rate=10mbit,aqm=droptail").unwrap(),
+            parse("rate=10mbit").unwrap()
+        );
+        let msg = |s: &str| parse(s).unwrap_err().to_string();
+        assert_eq!(
+            msg("rate=1mbit,aqm=sfq"),
+            "invalid `aqm` value `sfq`: expected a queue discipline: droptail, codel, pie, red or fq_codel"
+        );
+        assert_eq!(msg("aqm=codel"), "`aqm` has no effect without `rate`");
+        assert_eq!(
+            msg("rate=1mbit,aqm_target=5ms"),
+            "`aqm_target` has no effect without `aqm`"
+        );
+        assert_eq!(
+            msg("rate=1mbit,aqm=red,aqm_target=5ms"),
+            "`aqm_target` does not apply to aqm=red: it applies to aqm=codel, pie or fq_codel"
+        );
+        assert_eq!(
+            msg("rate=1mbit,aqm=pie,aqm_interval=50ms"),
+            "`aqm_interval` does not apply to aqm=pie: it applies to aqm=codel or fq_codel"
+        );
+        assert!(msg("rate=1mbit,aqm=codel,aqm_target=0ms")
+            .starts_with("invalid `aqm_target` value `0ms`: expected a duration above zero"));
     }
 
     #[test]

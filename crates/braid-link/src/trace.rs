@@ -164,7 +164,14 @@ impl RateTrace {
         let cycle = rel / self.0.period;
         let within = rel % self.0.period;
         let i = self.0.offsets.partition_point(|&o| o < within) as u64;
-        cycle.saturating_mul(n).saturating_add(i)
+        let mut k = cycle.saturating_mul(n).saturating_add(i);
+        // Opportunities at the very end of the previous period (an offset
+        // equal to the period, as the last line always is) fall at the same
+        // instant as the start of this one: they come first.
+        while k > 0 && self.time(origin, k - 1) >= t {
+            k -= 1;
+        }
+        k
     }
 }
 
@@ -211,6 +218,9 @@ mod tests {
         assert_eq!(t.first_at_or_after(o, o + Duration::from_micros(1)), 1);
         assert_eq!(t.first_at_or_after(o, o + Duration::from_millis(3)), 3);
         assert_eq!(t.first_at_or_after(o, o + Duration::from_millis(6)), 5);
+        // At 5 ms: the period's last opportunity (number 3), not the next
+        // period's first at the same instant (number 4).
+        assert_eq!(t.first_at_or_after(o, o + Duration::from_millis(5)), 3);
         // Before the origin: the first opportunity.
         assert_eq!(t.first_at_or_after(o, Instant::ZERO), 0);
     }

@@ -33,6 +33,7 @@ fn at(v: Verdict) -> Option<Instant> {
     match v {
         Verdict::Deliver { at, .. } => Some(at),
         Verdict::Dropped(_) => None,
+        Verdict::Queued(id) => panic!("{id:?} queued: drop-tail decides at once"),
     }
 }
 
@@ -243,6 +244,7 @@ fn dup_delivers_the_configured_fraction_twice() {
             }
             Verdict::Deliver { .. } => {}
             Verdict::Dropped(r) => panic!("dropped: {r}"),
+            Verdict::Queued(id) => panic!("{id:?} queued: drop-tail decides at once"),
         }
     }
     assert_eq!(l.stats().duplicated, dups);

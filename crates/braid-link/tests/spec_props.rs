@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use braid_core::Instant;
 use braid_link::{
-    Direction, GilbertElliott, Link, LinkParams, LinkSpec, Probability, QueueLimit, Rate, Ratio,
-    Verdict,
+    Aqm, Direction, GilbertElliott, Link, LinkParams, LinkSpec, Outcome, Probability, QueueLimit,
+    Rate, Ratio, Verdict,
 };
 use proptest::prelude::*;
 
@@ -54,9 +54,19 @@ fn params() -> impl Strategy<Value = LinkParams> {
             proptest::option::of(duration()),
         ),
         (probability(), proptest::option::of(1u32..100_000)),
+        (
+            prop::sample::select(Aqm::ALL.to_vec()),
+            proptest::option::of((1u64..10_000_000_000).prop_map(Duration::from_nanos)),
+            proptest::option::of((1u64..10_000_000_000).prop_map(Duration::from_nanos)),
+        ),
     )
         .prop_map(
-            |((delay, jitter, rate, queue), (loss, ge, reorder, reorder_delay), (dup, mtu))| {
+            |(
+                (delay, jitter, rate, queue),
+                (loss, ge, reorder, reorder_delay),
+                (dup, mtu),
+                (aqm, target, interval),
+            )| {
                 let mut p = LinkParams::default();
                 // Display prints rtt = 2 × delay, so delay round-trips exactly.
                 p.delay = delay;
@@ -73,6 +83,11 @@ fn params() -> impl Strategy<Value = LinkParams> {
                 };
                 p.dup = dup;
                 p.mtu = mtu;
+                // A discipline needs a rate; its tuning keys, one that
+                // has them.
+                p.aqm = if rate.is_some() { aqm } else { Aqm::DropTail };
+                p.aqm_target = target.filter(|_| p.aqm.default_target().is_some());
+                p.aqm_interval = interval.filter(|_| p.aqm.default_interval().is_some());
                 p
             },
         )
@@ -116,6 +131,12 @@ proptest! {
             now += Duration::from_nanos(gap);
             if let Verdict::Deliver { at, duplicate_at } = link.offer(now, len) {
                 prop_assert!(at >= now);
+                prop_assert!(duplicate_at.is_none_or(|d| d >= at));
+            }
+        }
+        // CoDel and FQ-CoDel decide queued packets later.
+        while let Some(o) = link.poll(Instant::MAX) {
+            if let Outcome::Delivered { at, duplicate_at, .. } = o {
                 prop_assert!(duplicate_at.is_none_or(|d| d >= at));
             }
         }
@@ -261,4 +282,93 @@ fn trace_in_a_spec_is_read_from_its_file() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Each packet given: when, and its id or why it was refused.
+type Given = Vec<(
+    Instant,
+    Result<braid_link::PacketId, braid_link::DropReason>,
+)>;
+
+/// A link driven through `enqueue`/`poll` as the simulator and the
+/// emulator drive it: arrivals of several flows, polled at each arrival
+/// and at every `next_event`. Returns (arrival time, id or refusal) per
+/// packet and the outcomes in the order they came.
+fn drive(link: &mut Link, arrivals: &[(u64, usize, u64)]) -> (Given, Vec<(Instant, Outcome)>) {
+    let mut now = Instant::ZERO;
+    let mut given = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut pending = arrivals.iter().copied().peekable();
+    loop {
+        let next_arrival = pending
+            .peek()
+            .map(|&(gap, _, _)| now + Duration::from_nanos(gap));
+        let next_link = link.next_event();
+        match (next_arrival, next_link) {
+            (Some(a), l) => {
+                if l.is_some_and(|l| l < a) {
+                    now = now.max(l.unwrap_or(a));
+                } else {
+                    let (_, len, flow) = pending.next().unwrap();
+                    now = a;
+                    given.push((now, link.enqueue(now, len, flow)));
+                }
+            }
+            (None, Some(l)) => now = now.max(l),
+            (None, None) => break,
+        }
+        while let Some(o) = link.poll(now) {
+            outcomes.push((now, o));
+        }
+    }
+    (given, outcomes)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Under every discipline no packet is lost silently: each accepted
+    /// packet gets exactly one outcome, never decided before it arrived,
+    /// and the counters add up (offered = delivered + dropped by reason).
+    /// Disciplines that keep one FIFO deliver in arrival order.
+    #[test]
+    fn every_packet_has_one_fate_and_fifo_disciplines_keep_order(
+        p in params(),
+        seed in any::<u64>(),
+        arrivals in prop::collection::vec((0u64..3_000_000, 40usize..1600, 0u64..4), 1..300),
+    ) {
+        let aqm = p.aqm;
+        let reorders = !p.reorder.is_zero();
+        let mut link = Link::new(LinkSpec::symmetric(p).unwrap().params(Direction::AToB), seed);
+        let (given, outcomes) = drive(&mut link, &arrivals);
+        let mut fate = std::collections::HashMap::new();
+        for (t, o) in &outcomes {
+            prop_assert!(fate.insert(o.id(), (*t, *o)).is_none(), "two outcomes for {:?}", o.id());
+        }
+        let accepted: Vec<_> = given.iter().filter_map(|(t, r)| r.ok().map(|id| (*t, id))).collect();
+        prop_assert_eq!(fate.len(), accepted.len());
+        for (t, id) in &accepted {
+            let (decided, o) = fate.get(id).copied().ok_or_else(|| TestCaseError::fail(format!("{id:?} has no outcome")))?;
+            prop_assert!(decided >= *t);
+            if let Outcome::Delivered { at, duplicate_at, .. } = o {
+                prop_assert!(at >= *t && duplicate_at.is_none_or(|d| d >= at));
+            }
+        }
+        let s = link.stats();
+        prop_assert_eq!(s.offered, given.len() as u64);
+        prop_assert_eq!(s.delivered + s.dropped(), s.offered);
+        let refused = given.iter().filter(|(_, r)| r.is_err()).count() as u64;
+        let dropped_later = outcomes.iter().filter(|(_, o)| matches!(o, Outcome::Dropped { .. })).count() as u64;
+        prop_assert_eq!(s.dropped(), refused + dropped_later);
+        if aqm != Aqm::FqCodel && !reorders {
+            let delivered: Vec<_> = accepted
+                .iter()
+                .filter_map(|(_, id)| match fate[id].1 {
+                    Outcome::Delivered { at, .. } => Some(at),
+                    Outcome::Dropped { .. } => None,
+                })
+                .collect();
+            prop_assert!(delivered.windows(2).all(|w| w[0] <= w[1]), "{aqm}: out of order");
+        }
+    }
 }

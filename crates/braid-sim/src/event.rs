@@ -23,6 +23,9 @@ pub(crate) enum EventKind {
     /// A node's timer, valid only if `generation` is still the node's
     /// current timer generation (a later `poll_timeout` supersedes it).
     Timer { node: NodeId, generation: u64 },
+    /// A link's queue has something to decide (a CoDel or FQ-CoDel
+    /// dequeue): poll it.
+    LinkWake { link: usize },
 }
 
 #[derive(Debug)]
@@ -94,7 +97,7 @@ mod tests {
         let order: Vec<u64> = std::iter::from_fn(|| q.pop())
             .map(|e| match e.kind {
                 EventKind::Timer { generation, .. } => generation,
-                EventKind::Arrival { .. } => unreachable!(),
+                EventKind::Arrival { .. } | EventKind::LinkWake { .. } => unreachable!(),
             })
             .collect();
         assert_eq!(order, [1, 3, 0, 2]);

@@ -2,10 +2,13 @@
 //! virtual time.
 
 use std::collections::HashMap;
+use std::hash::Hasher;
 use std::net::{IpAddr, SocketAddr};
 
 use braid_core::{Instant, Rng, RngCore, SeedableRng};
-use braid_link::{Direction, Link, LinkSpec, LinkStats, Verdict};
+use braid_link::{Direction, Link, LinkSpec, LinkStats, Outcome};
+use bytes::Bytes;
+use siphasher::sip::SipHasher13;
 
 use crate::event::{EventKind, EventQueue};
 use crate::trace::{Fate, TraceHasher};
@@ -73,6 +76,26 @@ struct LinkSlot {
     src: IpAddr,
     dst: IpAddr,
     link: Link,
+    /// Datagrams the link holds, by packet id, until their fate is
+    /// decided.
+    held: HashMap<u64, (SocketAddr, SocketAddr, Bytes)>,
+    /// The earliest wake-up scheduled for the link, if one is pending.
+    wake: Option<Instant>,
+}
+
+/// The flow a datagram belongs to, for a queue discipline that tells flows
+/// apart (FQ-CoDel): its addresses and ports, hashed with fixed keys so a
+/// run is reproducible.
+fn flow_key(src: SocketAddr, dst: SocketAddr) -> u64 {
+    let mut h = SipHasher13::new_with_keys(0x666c_6f77, 0x006b_6579);
+    for a in [src, dst] {
+        match a.ip() {
+            IpAddr::V4(ip) => h.write(&ip.octets()),
+            IpAddr::V6(ip) => h.write(&ip.octets()),
+        }
+        h.write_u16(a.port());
+    }
+    h.finish()
 }
 
 /// Everything except the nodes, so that a node and the network can be
@@ -102,26 +125,57 @@ impl Network {
             SocketAddr::V4(_) => IPV4_UDP_OVERHEAD,
             SocketAddr::V6(_) => IPV6_UDP_OVERHEAD,
         });
-        let verdict = self.links[index]
-            .link
-            .offer(now, d.payload.len() + overhead);
-        self.trace
-            .record(now, d.src, d.dst, &d.payload, Fate::Link(verdict));
-        if let Verdict::Deliver { at, duplicate_at } = verdict {
-            if let Some(dup) = duplicate_at {
-                let kind = EventKind::Arrival {
-                    src: d.src,
-                    dst: d.dst,
-                    payload: d.payload.clone(),
-                };
-                self.queue.push(dup.max(now), kind);
+        let slot = &mut self.links[index];
+        let len = d.payload.len() + overhead;
+        match slot.link.enqueue(now, len, flow_key(d.src, d.dst)) {
+            Ok(id) => {
+                self.trace
+                    .record(now, d.src, d.dst, &d.payload, Fate::Queued(id));
+                slot.held.insert(id.0, (d.src, d.dst, d.payload));
+                self.drain_link(index, now);
             }
-            let kind = EventKind::Arrival {
-                src: d.src,
-                dst: d.dst,
-                payload: d.payload,
+            Err(reason) => {
+                self.trace
+                    .record(now, d.src, d.dst, &d.payload, Fate::Refused(reason));
+            }
+        }
+    }
+
+    /// Take the decided fates from link `index`: schedule the arrivals of
+    /// delivered datagrams, forget dropped ones, and schedule a wake-up for
+    /// the link's next decision.
+    fn drain_link(&mut self, index: usize, now: Instant) {
+        let slot = &mut self.links[index];
+        while let Some(outcome) = slot.link.poll(now) {
+            self.trace.record_outcome(now, index, outcome);
+            let Some((src, dst, payload)) = slot.held.remove(&outcome.id().0) else {
+                continue;
             };
-            self.queue.push(at.max(now), kind);
+            if let Outcome::Delivered {
+                at, duplicate_at, ..
+            } = outcome
+            {
+                if let Some(dup) = duplicate_at {
+                    let kind = EventKind::Arrival {
+                        src,
+                        dst,
+                        payload: payload.clone(),
+                    };
+                    self.queue.push(dup.max(now), kind);
+                }
+                let kind = EventKind::Arrival { src, dst, payload };
+                self.queue.push(at.max(now), kind);
+            }
+        }
+        if slot.wake.is_some_and(|w| w <= now) {
+            slot.wake = None;
+        }
+        if let Some(t) = slot.link.next_event() {
+            let t = t.max(now);
+            if slot.wake.is_none_or(|w| t < w) {
+                slot.wake = Some(t);
+                self.queue.push(t, EventKind::LinkWake { link: index });
+            }
         }
     }
 }
@@ -273,7 +327,13 @@ impl<N: Node> Simulator<N> {
         for (src, dst, dir) in [(a, b, Direction::AToB), (b, a, Direction::BToA)] {
             let link = Link::new(spec.params(dir), self.seeds.next_u64());
             self.net.link_index.insert((src, dst), self.net.links.len());
-            self.net.links.push(LinkSlot { src, dst, link });
+            self.net.links.push(LinkSlot {
+                src,
+                dst,
+                link,
+                held: HashMap::new(),
+                wake: None,
+            });
         }
         Ok(())
     }
@@ -288,6 +348,8 @@ impl<N: Node> Simulator<N> {
                 .get(&(src, dst))
                 .ok_or(SimError::NoSuchPath(a, b))?;
             self.net.links[index].link.set_params(spec.params(dir));
+            // A new discipline may decide at once what the old one held.
+            self.net.drain_link(index, self.now);
         }
         Ok(())
     }
@@ -360,6 +422,7 @@ impl<N: Node> Simulator<N> {
                     .handle_datagram(now, src, dst, payload);
                 self.flush(id);
             }
+            EventKind::LinkWake { link } => self.net.drain_link(link, now),
             EventKind::Timer { node, generation } => {
                 let slot = &mut self.nodes[node.0];
                 if slot.timer_generation == generation && slot.timer.is_some() {

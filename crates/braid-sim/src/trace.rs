@@ -10,16 +10,30 @@ use std::hash::Hasher;
 use std::net::{IpAddr, SocketAddr};
 
 use braid_core::Instant;
-use braid_link::{DropReason, Verdict};
+use braid_link::{DropReason, Outcome, PacketId};
 use siphasher::sip::SipHasher13;
 
-/// The fate of a datagram as recorded in the trace.
+/// What happened to a datagram handed to the network, as recorded in the
+/// trace.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Fate {
-    /// Offered to a link, which decided.
-    Link(Verdict),
+    /// Queued by a link under this id; its outcome is recorded when
+    /// decided ([`TraceHasher::record_outcome`]).
+    Queued(PacketId),
+    /// Refused by the link at once.
+    Refused(DropReason),
     /// No path from the source to the destination address.
     NoRoute,
+}
+
+fn reason_code(reason: DropReason) -> u8 {
+    match reason {
+        DropReason::Mtu => 0,
+        DropReason::QueueFull => 1,
+        DropReason::Loss => 2,
+        DropReason::BurstLoss => 3,
+        DropReason::Aqm => 4,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -68,16 +82,34 @@ impl TraceHasher {
         self.0.write(&(payload.len() as u64).to_le_bytes());
         match fate {
             Fate::NoRoute => self.0.write_u8(0),
-            Fate::Link(Verdict::Dropped(reason)) => {
+            Fate::Refused(reason) => {
                 self.0.write_u8(1);
-                self.0.write_u8(match reason {
-                    DropReason::Mtu => 0,
-                    DropReason::QueueFull => 1,
-                    DropReason::Loss => 2,
-                    DropReason::BurstLoss => 3,
-                });
+                self.0.write_u8(reason_code(reason));
             }
-            Fate::Link(Verdict::Deliver { at, duplicate_at }) => {
+            Fate::Queued(id) => {
+                self.0.write_u8(2);
+                self.0.write(&id.0.to_le_bytes());
+            }
+        }
+        // The payload itself, absorbed in full: cheaper than hashing it
+        // separately and just as discriminating.
+        self.0.write(payload);
+    }
+
+    /// Record the decided fate of a queued datagram, learnt at `now` from
+    /// link number `link`.
+    pub(crate) fn record_outcome(&mut self, now: Instant, link: usize, outcome: Outcome) {
+        self.time(now);
+        self.0.write(&(link as u64).to_le_bytes());
+        self.0.write(&outcome.id().0.to_le_bytes());
+        match outcome {
+            Outcome::Dropped { reason, .. } => {
+                self.0.write_u8(1);
+                self.0.write_u8(reason_code(reason));
+            }
+            Outcome::Delivered {
+                at, duplicate_at, ..
+            } => {
                 self.0.write_u8(2);
                 self.time(at);
                 self.0.write_u8(u8::from(duplicate_at.is_some()));
@@ -86,9 +118,6 @@ impl TraceHasher {
                 }
             }
         }
-        // The payload itself, absorbed in full: cheaper than hashing it
-        // separately and just as discriminating.
-        self.0.write(payload);
     }
 
     pub(crate) fn finish(&self) -> u64 {
