@@ -2,10 +2,11 @@
 //! study of 1,000 no-op command experiments).
 //!
 //! The experiments are a command template running `true`; they go through
-//! the whole path: work directory, the experiment's thread, the command
-//! template spawning and supervising its program, reading the records
-//! file, the store transaction in a WAL database on disk (shared with what
-//! finished at the same time), removing the work directory. "Overhead" is
+//! the whole path: the runner's thread pool, the work directory, the
+//! command template spawning and supervising its program, reading the
+//! records file it appends to, the store transaction in a WAL database on
+//! disk (shared with what finished within the store's group-commit window),
+//! removing the work directory. "Overhead" is
 //! the runner's time per experiment beyond the template's own `run` (which
 //! includes starting `true`); "wall" is the run's elapsed time over the
 //! number of experiments.
@@ -14,17 +15,23 @@
 //! one per core); criterion then measures the wall time per experiment
 //! with one job.
 //!
-//! Ingest through the runner (issue 15's goal: ≥ 200,000 scalar records/s):
-//! a study of 30,720 no-op in-process experiments (the synthetic
-//! redundancy study's size) that each record ten scalars. This is the
-//! store's ingest as a study sees it: every experiment still gets its work
-//! directory, its threads, its records file and its rows, so the rate
-//! counts what the runner does around the store too. It runs with one job,
-//! one per core and four per core (a batch holds at most `jobs`), three
-//! ways: `store` (a WAL database on disk, what finishes together in one
-//! transaction), `1 tx` (the same, one transaction per experiment, as
-//! before batching) and `memory` (a `MemorySink`: the runner alone, its
-//! ceiling).
+//! Ingest through the runner (issue 15's goal: >= 200,000 scalar records/s
+//! from a study to the store, end to end): studies of no-op in-process
+//! experiments that each record 10 scalars (30,720 experiments: the
+//! synthetic redundancy study's size) or 100 (6,144 experiments). All of
+//! their time is the runner's and the store's: the pool, the in-memory
+//! recorder, the batch, the rows in a WAL database on disk. Rows:
+//! - `store`: the store's own batching (group commit, see
+//!   `Batching::GROUP_COMMIT`), with one job, one per core (the default)
+//!   and four per core;
+//! - `imm`: the store with `Batching::IMMEDIATE` (a batch is what finished
+//!   during the previous insert, at most `jobs`: the runner's policy
+//!   before group commit), one job per core;
+//! - `memory`: a `MemorySink`, the runner alone (its ceiling), one job
+//!   per core;
+//! - `gN/Wms` (10 scalars, one job per core): the store with other group
+//!   commits, at most N experiments per transaction and W ms of waiting:
+//!   the batch size / latency trade-off behind `Batching::GROUP_COMMIT`.
 //!
 //! `cargo bench -p braid-lab --bench runner`
 
@@ -35,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use braid_lab::param::{ParamDecl, ParamType, Params, Value};
 use braid_lab::plan::PlannedExperiment;
-use braid_lab::runner::{run, MemorySink, ResultSink, RunOptions, RunSummary};
+use braid_lab::runner::{run, Batching, MemorySink, ResultSink, RunOptions, RunSummary};
 use braid_lab::store::{ExperimentStatus, FinishedExperiment, Store, StudyRecord};
 use braid_lab::template::command::CommandTemplate;
 use braid_lab::template::{Context, Template, TemplateError};
@@ -54,9 +61,10 @@ default = 0
 const STUDY_SIZE: usize = 1000;
 const GOAL_MEDIAN_MS: f64 = 20.0;
 
-/// The ingest study: as many experiments as the synthetic redundancy study
-/// (5 × 3 × 8 × 4 × 4 × 16), ten scalars each.
-const INGEST_SIZE: usize = 30_720;
+/// The ingest studies: (scalars per experiment, experiments). Ten scalars:
+/// as many experiments as the synthetic redundancy study (5 × 3 × 8 × 4 ×
+/// 4 × 16); a hundred: a fifth of that.
+const INGEST_STUDIES: [(usize, usize); 2] = [(10, 30_720), (100, 6_144)];
 const INGEST_METRICS: [&str; 10] = [
     "fct_s",
     "bytes_on_wire",
@@ -71,16 +79,34 @@ const INGEST_METRICS: [&str; 10] = [
 ];
 const GOAL_SCALARS_PER_S: f64 = 200_000.0;
 
-/// An in-process template that records ten scalars and does nothing else:
-/// all of its time is the runner's and the store's.
-struct TenScalars;
+/// Other group commits to compare with the store's own (10 scalars).
+const BATCHINGS: [(&str, usize, u64); 4] =
+    [("g8/0ms", 8, 0), ("g64/1ms", 64, 1), ("g128/2ms", 128, 2), ("g2048/20ms", 2048, 20)];
 
-impl Template for TenScalars {
+/// An in-process template that records `names.len()` scalars and does
+/// nothing else: all of its time is the runner's and the store's.
+struct Scalars {
+    name: String,
+    names: Vec<String>,
+}
+
+impl Scalars {
+    /// The template recording `n` scalars (the first ten named like the
+    /// synthetic study's metrics, the rest `extra_K`).
+    fn new(n: usize) -> Scalars {
+        let names = (0..n)
+            .map(|k| INGEST_METRICS.get(k).map(|m| m.to_string()).unwrap_or_else(|| format!("extra_{k}")))
+            .collect();
+        Scalars { name: format!("scalars-{n}"), names }
+    }
+}
+
+impl Template for Scalars {
     fn name(&self) -> &str {
-        "ten-scalars"
+        &self.name
     }
     fn description(&self) -> &str {
-        "records ten scalars derived from i and the seed"
+        "records scalars derived from i and the seed"
     }
     fn params(&self) -> Vec<ParamDecl> {
         vec![ParamDecl::config("i", ParamType::int(), Value::Int(0))]
@@ -88,7 +114,7 @@ impl Template for TenScalars {
     fn run(&self, ctx: &mut Context<'_>) -> Result<(), TemplateError> {
         let i = ctx.params.int("i")? as f64;
         let seed = (ctx.seed % 1000) as f64;
-        for (m, name) in INGEST_METRICS.iter().enumerate() {
+        for (m, name) in self.names.iter().enumerate() {
             ctx.record(name, i * (m as f64 + 1.0) + seed / 1000.0);
         }
         Ok(())
@@ -201,6 +227,7 @@ fn one_shot(dir: &Path, template: &Arc<dyn Template>) {
 struct IngestRow {
     sink: &'static str,
     jobs: usize,
+    scalars_per_experiment: usize,
     experiments: usize,
     scalars: usize,
     /// Calls to the sink: experiments per call is the batch size.
@@ -215,12 +242,11 @@ struct IngestRow {
     meets_goal: bool,
 }
 
-/// A sink that counts the calls storing experiments and passes them on:
-/// batches whole, or (not `batched`) one experiment per call, as the
-/// runner stored them before it batched.
+/// A sink that counts its insert calls and passes them on, asking the
+/// runner for `batching` (the inner sink's own, or another to compare).
 struct Counting<S> {
     inner: S,
-    batched: bool,
+    batching: Batching,
     inserts: usize,
 }
 
@@ -234,46 +260,54 @@ impl<S: ResultSink> ResultSink for Counting<S> {
         self.inner.insert_experiment(study_id, e)
     }
     fn insert_experiments(&mut self, study_id: i64, batch: &[FinishedExperiment]) -> Result<(), S::Error> {
-        if !self.batched {
-            return batch.iter().try_for_each(|e| self.insert_experiment(study_id, e));
-        }
         self.inserts += 1;
         self.inner.insert_experiments(study_id, batch)
     }
     fn delete_failed(&mut self, study_id: i64) -> Result<u64, S::Error> {
         self.inner.delete_failed(study_id)
     }
+    fn batching(&self) -> Batching {
+        self.batching
+    }
 }
 
-/// One run of the ingest study into `sink`; returns the row and the sink.
+/// One run of an ingest study (`n` experiments of `template`) into `sink`
+/// with `batching`; returns the row and the sink.
+#[allow(clippy::too_many_arguments)]
 fn ingest_once<S: ResultSink>(
     dir: &Path,
     name: &'static str,
     sink: S,
-    batched: bool,
+    batching: Batching,
+    template: &Arc<Scalars>,
+    n: usize,
     study: i64,
     jobs: usize,
 ) -> (IngestRow, S) {
-    let template: Arc<dyn Template> = Arc::new(TenScalars);
-    let lookup = move |n: &str| (n == "ten-scalars").then(|| template.clone());
-    let mut sink = Counting { inner: sink, batched, inserts: 0 };
-    let experiments = plan("ten-scalars", jobs as u64, INGEST_SIZE);
+    let lookup = {
+        let t: Arc<dyn Template> = template.clone();
+        move |name: &str| (name == t.name()).then(|| t.clone())
+    };
+    let mut sink = Counting { inner: sink, batching, inserts: 0 };
+    let experiments = plan(template.name(), jobs as u64, n);
     let began = Instant::now();
     let s = run(study, &experiments, &lookup, &mut sink, &options(dir, jobs)).expect("the study runs");
     let elapsed = began.elapsed().as_secs_f64();
-    assert_eq!(s.ok, INGEST_SIZE, "every experiment succeeds");
-    let scalars = INGEST_SIZE * INGEST_METRICS.len();
+    assert_eq!(s.ok, n, "every experiment succeeds");
+    let per = template.names.len();
+    let scalars = n * per;
     let o = s.overhead.expect("experiments ran");
     let row = IngestRow {
         sink: name,
         jobs,
-        experiments: INGEST_SIZE,
+        scalars_per_experiment: per,
+        experiments: n,
         scalars,
         inserts: sink.inserts,
-        mean_batch: INGEST_SIZE as f64 / sink.inserts.max(1) as f64,
+        mean_batch: n as f64 / sink.inserts.max(1) as f64,
         elapsed_s: elapsed,
         scalars_per_s: scalars as f64 / elapsed,
-        experiments_per_s: INGEST_SIZE as f64 / elapsed,
+        experiments_per_s: n as f64 / elapsed,
         overhead_median_ms: o.median_ms,
         overhead_p95_ms: o.p95_ms,
         goal_scalars_per_s: GOAL_SCALARS_PER_S,
@@ -282,46 +316,70 @@ fn ingest_once<S: ResultSink>(
     (row, sink.inner)
 }
 
-/// The ingest study through the runner into a fresh database per job
-/// count (checking that every scalar landed, once), then into a
-/// [`MemorySink`]: the runner's own ceiling, with no store at all.
+/// The ingest studies through the runner into a fresh database per row
+/// (checking that every scalar landed, once), then into a [`MemorySink`]:
+/// the runner's own ceiling, with no store at all.
 fn ingest(dir: &Path) {
-    let template: Arc<dyn Template> = Arc::new(TenScalars);
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let mut job_counts = vec![1, cores, 4 * cores];
-    job_counts.dedup();
+    let mut store_jobs = vec![1, cores, 4 * cores];
+    store_jobs.dedup();
     let mut rows = Vec::new();
-    for (name, batched) in [("store", true), ("1 tx", false)] {
-        for &jobs in &job_counts {
-            let db = dir.join(format!("ingest-{jobs}-{batched}.db"));
-            let (store, study) = open_study(&db, &template, "ten-scalars", INGEST_SIZE);
-            let (row, store) = ingest_once(dir, name, store, batched, study, jobs);
+    for (per, n) in INGEST_STUDIES {
+        let template = Arc::new(Scalars::new(per));
+        let dyn_template: Arc<dyn Template> = template.clone();
+        let others = BATCHINGS.iter().filter(|_| per == 10).map(|&(name, max_experiments, ms)| {
+            let b = Batching { max_experiments, max_wait: Duration::from_millis(ms), ..Batching::GROUP_COMMIT };
+            (name, cores, Some(b))
+        });
+        let runs = store_jobs
+            .iter()
+            .map(|&j| ("store", j, None))
+            .chain([("imm", cores, Some(Batching::IMMEDIATE))])
+            .chain(others);
+        for (name, jobs, batching) in runs {
+            let db = dir.join(format!("ingest-{per}-{}-{jobs}.db", name.replace('/', "-")));
+            let (store, study) = open_study(&db, &dyn_template, template.name(), n);
+            let batching = batching.unwrap_or_else(|| store.batching());
+            let (row, store) = ingest_once(dir, name, store, batching, &template, n, study, jobs);
             let back = store.experiments(study).expect("the study reads back");
-            assert_eq!(back.len(), INGEST_SIZE, "every experiment is stored once");
+            assert_eq!(back.len(), n, "every experiment is stored once");
             let scalars: usize = back.iter().map(|r| r.scalars.len()).sum();
             assert_eq!(scalars, row.scalars, "every scalar is stored");
             rows.push(row);
         }
-    }
-    for &jobs in &job_counts {
-        let (row, sink) = ingest_once(dir, "memory", MemorySink::default(), true, 1, jobs);
-        assert_eq!(sink.experiments(1).count(), INGEST_SIZE);
+        let memory = MemorySink::default();
+        let batching = memory.batching();
+        let (row, sink) = ingest_once(dir, "memory", memory, batching, &template, n, 1, cores);
+        assert_eq!(sink.experiments(1).count(), n);
         rows.push(row);
     }
     println!(
-        "ingest through the runner, {INGEST_SIZE} in-process experiments x {} scalars (store: on disk, WAL, \
-         what finishes together in one tx; 1 tx: one tx per experiment; memory: MemorySink, the runner alone)",
-        INGEST_METRICS.len()
+        "ingest through the runner: in-process experiments recording 10 or 100 scalars each (store: on disk, WAL, \
+         group commit; imm: the store, a batch is what finished during the previous insert; memory: MemorySink, \
+         the runner alone)"
     );
     println!(
-        "{:>6} {:>5} {:>8} {:>6} {:>10} {:>12} {:>8} {:>10} {:>10} {:>6}",
-        "sink", "jobs", "inserts", "batch", "elapsed s", "scalars/s", "exp/s", "median ms", "p95 ms", "goal"
+        "{:>10} {:>5} {:>7} {:>7} {:>8} {:>7} {:>9} {:>10} {:>9} {:>10} {:>9} {:>6}",
+        "sink",
+        "jobs",
+        "sc/exp",
+        "exps",
+        "inserts",
+        "batch",
+        "elapsed s",
+        "scalars/s",
+        "exp/s",
+        "median ms",
+        "p95 ms",
+        "goal"
     );
     for r in &rows {
         println!(
-            "{:>6} {:>5} {:>8} {:>6.2} {:>10.2} {:>12.0} {:>8.0} {:>10.3} {:>10.3} {:>6}",
+            "{:>10} {:>5} {:>7} {:>7} {:>8} {:>7.1} {:>9.2} {:>10.0} {:>9.0} {:>10.3} {:>9.3} {:>6}",
             r.sink,
             r.jobs,
+            r.scalars_per_experiment,
+            r.experiments,
             r.inserts,
             r.mean_batch,
             r.elapsed_s,

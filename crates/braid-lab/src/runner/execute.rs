@@ -1,9 +1,19 @@
 //! Executors: run one experiment, in process or in a worker process, and
 //! turn what happened into an [`Outcome`] (status, exit code, error, the
-//! tail of stderr, and the records it wrote).
+//! tail of stderr, and the records it made).
 //!
-//! Both executors write records to `records.jsonl` in the work directory
-//! and both outcomes are read back with [`parse_records`]: one ingest path.
+//! In process, the template runs on the calling thread (a thread of the
+//! runner's [pool](super::pool), which also watches its deadline) and
+//! records into memory: its records go straight into the outcome, with no
+//! file written and parsed back, and its work directory is made only if
+//! it asks for one ([`Context::work_dir`]). A command template's program
+//! still appends to `records.jsonl` in that directory, and the template
+//! hands those records to the recorder once the program ended. A worker
+//! process writes `records.jsonl` too (a process of its own can only
+//! report through a file), and the runner parses it with
+//! [`parse_records`] when the worker exits. Either way an experiment
+//! counts as done only once its outcome is in the store: records in
+//! memory lost to a crash of the runner are made again by resuming.
 
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
@@ -20,7 +30,7 @@ use super::worker::{WorkerSpec, EXIT_TIMED_OUT, WORKER_ERROR_PREFIX};
 use super::{Isolation, IN_PROCESS_GRACE, KILL_GRACE};
 use crate::plan::PlannedExperiment;
 use crate::record::{parse_records, Record, Recorder, RECORDS_ENV};
-use crate::template::{Context, Template, TemplateError};
+use crate::template::{fresh_dir, Context, Template, TemplateError};
 
 /// One experiment to execute.
 pub(crate) struct Job {
@@ -28,6 +38,19 @@ pub(crate) struct Job {
     pub template: Arc<dyn Template>,
     pub work_dir: PathBuf,
     pub isolation: Isolation,
+}
+
+impl Job {
+    /// When a supervisor gives up on the experiment if it has not
+    /// returned, for one that began at `began`: in process, its deadline
+    /// plus [`IN_PROCESS_GRACE`] (a thread cannot be killed); never for a
+    /// worker, whose executor ends the process at the deadline itself.
+    pub fn give_up_at(&self, began: Instant) -> Option<Instant> {
+        match self.isolation {
+            Isolation::InProcess => Some(began + self.experiment.timeout + IN_PROCESS_GRACE),
+            Isolation::Worker { .. } => None,
+        }
+    }
 }
 
 /// What became of it.
@@ -40,9 +63,54 @@ pub(crate) struct Outcome {
     /// Unix seconds.
     pub started: f64,
     pub ended: f64,
+    /// When it began (the runner's overhead is counted from here).
+    pub began: Instant,
     /// Time spent in the template (or the worker process): the rest of the
     /// time the runner spent on the experiment is its overhead.
     pub busy: Duration,
+    /// Whether its work directory exists (to be removed once stored).
+    pub work_dir_made: bool,
+}
+
+impl Outcome {
+    /// An experiment that never ran: `error` says why.
+    pub fn not_started(error: String) -> Outcome {
+        let now = unix_now();
+        Outcome {
+            status: ExperimentStatus::Failed,
+            exit_code: None,
+            error: Some(error),
+            stderr_tail: String::new(),
+            records: Vec::new(),
+            started: now,
+            ended: now,
+            began: Instant::now(),
+            busy: Duration::ZERO,
+            work_dir_made: false,
+        }
+    }
+
+    /// An in-process experiment still running [`IN_PROCESS_GRACE`] after
+    /// its deadline: the runner stops waiting for it. Its records are in
+    /// the recorder of the thread it still holds, so none are kept; the
+    /// tail of a stderr log in its work directory is.
+    pub fn abandoned(started: f64, began: Instant, timeout: Duration, work_dir: &Path) -> Outcome {
+        Outcome {
+            status: ExperimentStatus::TimedOut,
+            exit_code: None,
+            error: Some(format!(
+                "still running {IN_PROCESS_GRACE:?} after its deadline ({timeout:?}); left running in the \
+                 background (an in-process template must return by ctx.deadline)"
+            )),
+            stderr_tail: tail_of_file(&work_dir.join(STDERR_FILE)),
+            records: Vec::new(),
+            started,
+            ended: unix_now(),
+            began,
+            busy: began.elapsed(),
+            work_dir_made: work_dir.exists(),
+        }
+    }
 }
 
 /// How an executor ended.
@@ -64,108 +132,93 @@ impl Exit {
     }
 }
 
-/// Run `job` to its end (or its deadline) and collect its outcome.
-pub(crate) fn execute(job: Job) -> Outcome {
+/// Run `job` on this thread to its end and collect its outcome. In
+/// process nothing here stops a template that ignores its deadline: the
+/// caller watches [`Job::give_up_at`] (the pool does, and so does
+/// [`execute_alone`]).
+pub(crate) fn execute(job: &Job) -> Outcome {
+    match &job.isolation {
+        Isolation::InProcess => in_process(job),
+        Isolation::Worker { program, args } => in_worker(job, program, args),
+    }
+}
+
+/// [`execute`] on a thread of its own, waiting for it until
+/// [`Job::give_up_at`]: one experiment without a pool (`braid lab rerun`).
+pub(crate) fn execute_alone(job: Job) -> Outcome {
     let started = unix_now();
-    let exit = match prepare_work_dir(&job.work_dir) {
-        Err(e) => (Exit::failed(None, format!("work directory {}: {e}", job.work_dir.display())), Duration::ZERO),
-        Ok(()) => {
-            let begun = Instant::now();
-            let deadline = begun + job.experiment.timeout;
-            let exit = match &job.isolation {
-                Isolation::InProcess => in_process(&job, deadline),
-                Isolation::Worker { program, args } => {
-                    let deadline_unix = started + job.experiment.timeout.as_secs_f64();
-                    in_worker(&job, program, args, deadline, deadline_unix)
-                }
-            };
-            (exit, begun.elapsed())
-        }
+    let began = Instant::now();
+    let Some(give_up_at) = job.give_up_at(began) else {
+        return execute(&job);
     };
-    let (mut exit, busy) = exit;
-    let ended = unix_now();
-    let records = match std::fs::read_to_string(job.work_dir.join(RECORDS_FILE)) {
-        Ok(text) => parse_records(&text),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => {
-            if matches!(exit.status, ExperimentStatus::Ok) {
-                exit = Exit::failed(exit.exit_code, format!("reading its records: {e}"));
-            }
-            Vec::new()
-        }
+    let (timeout, work_dir) = (job.experiment.timeout, job.work_dir.clone());
+    let (tx, rx) = mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new().name(thread_name(&job.experiment.id)).spawn(move || {
+        let _ = tx.send(execute(&job));
+    });
+    if let Err(e) = spawned {
+        return Outcome::not_started(format!("cannot start a thread for it: {e}"));
+    }
+    match rx.recv_timeout(give_up_at.saturating_duration_since(Instant::now())) {
+        Ok(outcome) => outcome,
+        Err(RecvTimeoutError::Disconnected) => Outcome::not_started("its thread ended without a result".into()),
+        Err(RecvTimeoutError::Timeout) => Outcome::abandoned(started, began, timeout, &work_dir),
+    }
+}
+
+/// Run the template right here, recording into memory, with its work
+/// directory made on demand.
+fn in_process(job: &Job) -> Outcome {
+    let experiment = &job.experiment;
+    let started = unix_now();
+    let began = Instant::now();
+    let deadline = began + experiment.timeout;
+    let mut recorder = Recorder::in_memory();
+    let (result, work_dir_made) = {
+        let mut ctx =
+            Context::new(&experiment.params, experiment.seed, deadline, &mut recorder, &job.work_dir, &experiment.id)
+                .with_work_dir_on_demand();
+        let result = panic::catch_unwind(AssertUnwindSafe(|| job.template.run(&mut ctx)));
+        (result, ctx.work_dir_made())
     };
-    let stderr_tail = tail_of_file(&job.work_dir.join(STDERR_FILE));
+    let returned = Instant::now();
+    let exit = in_process_exit(result, returned > deadline, experiment.timeout);
     Outcome {
         status: exit.status,
         exit_code: exit.exit_code,
         error: exit.error,
-        stderr_tail,
-        records,
+        // A template that runs programs may send their stderr to the log
+        // in its work directory: its tail is kept the same way.
+        stderr_tail: if work_dir_made { tail_of_file(&job.work_dir.join(STDERR_FILE)) } else { String::new() },
+        records: recorder.take(),
         started,
-        ended,
-        busy,
+        ended: unix_now(),
+        began,
+        busy: returned - began,
+        work_dir_made,
     }
 }
 
-/// A fresh, empty work directory: what a killed earlier attempt left there
-/// (records, logs) must not mix into this one.
-fn prepare_work_dir(dir: &Path) -> io::Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    std::fs::create_dir_all(dir)
-}
-
-/// Run the template on a thread of its own, so the runner can give up on
-/// it at the deadline.
-fn in_process(job: &Job, deadline: Instant) -> Exit {
-    let (tx, rx) = mpsc::sync_channel(1);
-    let template = job.template.clone();
-    let experiment = job.experiment.clone();
-    let work_dir = job.work_dir.clone();
-    let spawned = std::thread::Builder::new().name(thread_name(&job.experiment.id)).spawn(move || {
-        let result =
-            panic::catch_unwind(AssertUnwindSafe(|| run_template(&*template, &experiment, &work_dir, deadline)));
-        let _ = tx.send(result);
-    });
-    if let Err(e) = spawned {
-        return Exit::failed(None, format!("cannot start a thread for it: {e}"));
-    }
-    let wait = deadline.saturating_duration_since(Instant::now());
-    let result = match rx.recv_timeout(wait) {
-        Ok(result) => result,
-        Err(RecvTimeoutError::Disconnected) => return Exit::failed(None, "its thread ended without a result".into()),
-        Err(RecvTimeoutError::Timeout) => match rx.recv_timeout(IN_PROCESS_GRACE) {
-            // It noticed the deadline and returned: its records are flushed
-            // and its own words say where it was.
-            Ok(Ok(Err(e))) => return Exit::timed_out(None, e.to_string()),
-            Ok(_) => {
-                return Exit::timed_out(None, format!("returned after its deadline ({:?})", job.experiment.timeout))
-            }
-            Err(_) => {
-                return Exit::timed_out(
-                    None,
-                    format!(
-                        "still running {:?} after its deadline ({:?}); left running in the background \
-                         (an in-process template must return by ctx.deadline)",
-                        IN_PROCESS_GRACE, job.experiment.timeout
-                    ),
-                )
-            }
-        },
-    };
+/// The exit of an in-process template from what `run` returned and
+/// whether it returned `late` (after its deadline).
+fn in_process_exit(result: std::thread::Result<Result<(), TemplateError>>, late: bool, timeout: Duration) -> Exit {
     match result {
+        Ok(Ok(())) if late => Exit::timed_out(None, format!("returned after its deadline ({timeout:?})")),
         Ok(Ok(())) => Exit::ok(None),
-        Ok(Err(TemplateError::Timeout(what))) => Exit::timed_out(None, format!("deadline passed: {what}")),
+        // Late or not, a template that gave up at its deadline says where
+        // it was in its own words.
+        Ok(Err(e @ TemplateError::Timeout(_))) => Exit::timed_out(None, e.to_string()),
+        Ok(Err(e)) if late => Exit::timed_out(None, e.to_string()),
         Ok(Err(e)) => Exit::failed(None, e.to_string()),
+        Err(payload) if late => {
+            Exit::timed_out(None, format!("panicked after its deadline ({timeout:?}): {}", panic_message(&*payload)))
+        }
         Err(payload) => Exit::failed(None, format!("panicked: {}", panic_message(&*payload))),
     }
 }
 
-/// Run `template` with a file recorder in `work_dir`: what the in-process
-/// executor and the worker both do.
+/// Run `template` with a file recorder appending to `records.jsonl` in
+/// `work_dir` (which exists): what a worker process does.
 pub(crate) fn run_template(
     template: &dyn Template,
     experiment: &PlannedExperiment,
@@ -195,13 +248,50 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-fn thread_name(id: &str) -> String {
+pub(crate) fn thread_name(id: &str) -> String {
     format!("lab-{}", id.chars().take(12).collect::<String>())
+}
+
+/// Run the job in a worker process (see [`run_worker`]) in a fresh work
+/// directory, and read back the records file it wrote.
+fn in_worker(job: &Job, program: &Path, args: &[String]) -> Outcome {
+    let started = unix_now();
+    let began = Instant::now();
+    let (mut exit, work_dir_made) = match fresh_dir(&job.work_dir) {
+        Err(e) => (Exit::failed(None, format!("work directory {}: {e}", job.work_dir.display())), false),
+        Ok(()) => {
+            let deadline_unix = started + job.experiment.timeout.as_secs_f64();
+            (run_worker(job, program, args, began + job.experiment.timeout, deadline_unix), true)
+        }
+    };
+    let busy = began.elapsed();
+    let records = match std::fs::read_to_string(job.work_dir.join(RECORDS_FILE)) {
+        Ok(text) => parse_records(&text),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            if matches!(exit.status, ExperimentStatus::Ok) {
+                exit = Exit::failed(exit.exit_code, format!("reading its records: {e}"));
+            }
+            Vec::new()
+        }
+    };
+    Outcome {
+        status: exit.status,
+        exit_code: exit.exit_code,
+        error: exit.error,
+        stderr_tail: tail_of_file(&job.work_dir.join(STDERR_FILE)),
+        records,
+        started,
+        ended: unix_now(),
+        began,
+        busy,
+        work_dir_made,
+    }
 }
 
 /// Run the experiment in `program args... SPEC`, in a process group of its
 /// own, and end the whole group at the deadline.
-fn in_worker(job: &Job, program: &Path, args: &[String], deadline: Instant, deadline_unix: f64) -> Exit {
+fn run_worker(job: &Job, program: &Path, args: &[String], deadline: Instant, deadline_unix: f64) -> Exit {
     let records = job.work_dir.join(RECORDS_FILE);
     let spec = WorkerSpec {
         experiment: job.experiment.clone(),
@@ -391,6 +481,31 @@ mod tests {
     }
 
     #[test]
+    fn in_process_results_map_to_statuses() {
+        let t = Duration::from_secs(1);
+        let exit = |r: std::thread::Result<Result<(), TemplateError>>, late| {
+            let e = in_process_exit(r, late, t);
+            (e.status, e.error.unwrap_or_default())
+        };
+        assert_eq!(exit(Ok(Ok(())), false), (ExperimentStatus::Ok, String::new()));
+        let (s, e) = exit(Ok(Ok(())), true);
+        assert_eq!(s, ExperimentStatus::TimedOut);
+        assert!(e.contains("returned after its deadline"), "{e}");
+        let (s, e) = exit(Ok(Err(TemplateError::Timeout("waiting".into()))), false);
+        assert_eq!((s, e.as_str()), (ExperimentStatus::TimedOut, "deadline passed: waiting"));
+        let (s, e) = exit(Ok(Err(TemplateError::Failed("broke".into()))), false);
+        assert_eq!((s, e.as_str()), (ExperimentStatus::Failed, "broke"));
+        let (s, e) = exit(Ok(Err(TemplateError::Failed("broke".into()))), true);
+        assert_eq!((s, e.as_str()), (ExperimentStatus::TimedOut, "broke"));
+        let payload = panic::catch_unwind(|| panic!("boom")).unwrap_err();
+        assert_eq!(exit(Err(payload), false), (ExperimentStatus::Failed, "panicked: boom".to_string()));
+        let payload = panic::catch_unwind(|| panic!("boom")).unwrap_err();
+        let (s, e) = exit(Err(payload), true);
+        assert_eq!(s, ExperimentStatus::TimedOut);
+        assert!(e.contains("boom"), "{e}");
+    }
+
+    #[test]
     fn the_worker_error_line_is_preferred() {
         let tail = format!("noise\n{WORKER_ERROR_PREFIX}invalid parameters: x < 0\nmore noise");
         assert_eq!(worker_error(&tail), Some("invalid parameters: x < 0"));
@@ -402,7 +517,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("braid-lab-prep-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(RECORDS_FILE), "{\"metric\":\"old\",\"value\":1}\n").unwrap();
-        prepare_work_dir(&dir).unwrap();
+        fresh_dir(&dir).unwrap();
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }

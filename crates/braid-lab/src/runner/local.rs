@@ -1,71 +1,62 @@
-//! The local executor's scheduling: job slots, exclusive experiments, and
-//! storing outcomes as they arrive, those that arrive together in one
-//! insert.
+//! The local executor's scheduling: the thread pool, exclusive
+//! experiments, and storing outcomes in the batches the sink asks for.
 //!
-//! The calling thread is the only one that touches the sink. Each
-//! experiment runs on a thread of its own (see [`execute`](super::execute))
-//! and sends its outcome back over a channel. The calling thread loops:
-//! take every outcome waiting in the channel (without blocking), store
-//! them with one [`ResultSink::insert_experiments`] (one transaction in the
-//! store: short experiments finishing together cost one commit, not one
-//! each), start experiments in the plan's order while a slot is free, and
-//! otherwise block until the next outcome.
+//! The calling thread is the only one that touches the sink. Experiments
+//! run on the [pool](super::pool)'s `jobs` threads, which take them from a
+//! queue in the plan's order and send their outcomes back over a channel.
+//! The calling thread loops: take every outcome waiting in the channel
+//! (without blocking), give up on in-process experiments stuck past their
+//! deadline, store the batch of finished experiments if it is due (see
+//! [`Batching`]: at once, or once enough finished or the first waited long
+//! enough), queue more experiments while the limit allows, and otherwise
+//! sleep until the next outcome or timer.
 //!
-//! Storing before starting keeps two promises. An outcome waits at most
-//! for the store call in progress, never for more experiments to finish,
-//! so a `kill -9` loses at most the batch being written (resume reruns
-//! it). And once the sink fails nothing new starts: a slot is refilled
-//! only after the outcome that freed it went to the sink. Slots free only
-//! when their outcome is taken, so a batch holds at most `jobs`
-//! experiments (plus any whose thread could not start).
+//! The limit: at most `jobs + max_experiments` experiments started and not
+//! yet stored. With [`Batching::IMMEDIATE`] that is `jobs`: a slot is
+//! refilled only after the outcome that freed it went to the sink, so a
+//! batch holds at most `jobs` experiments and an outcome waits only for
+//! the store call in progress. With a group commit, finished experiments
+//! wait for their batch while the next ones run; a `kill -9` loses what
+//! was not stored yet, and resuming runs it again. Either way, once the
+//! sink fails nothing new starts: queued experiments are taken back, the
+//! running ones finish and are given to the sink.
+//!
+//! An exclusive experiment is queued once every started experiment has
+//! finished, and nothing is queued beside it.
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::execute::{execute, Job, Outcome};
+use super::execute::{Job, Outcome};
+use super::pool::{Done, Pool, Task};
 use super::progress::Progress;
 use super::provenance::{host_name, BRAID_VERSION, GIT_COMMIT};
+use super::sink::Batching;
 use super::store_api::{ExperimentStatus, FinishedExperiment};
 use super::summary::{OverheadStats, RunSummary};
-use super::{ResultSink, RunError, RunOptions, TemplateLookup};
+use super::{ResultSink, RunError, RunOptions, TemplateLookup, IN_PROCESS_GRACE};
 use crate::plan::PlannedExperiment;
 use crate::template::Template;
 
-/// An outcome on its way back to the scheduler.
-struct Done {
-    index: usize,
-    outcome: Outcome,
-}
-
-/// The job slots: which experiments are running (by index in `pending`,
-/// with when each was launched), and whether one of them is exclusive.
+/// Experiments between queued and stored.
 #[derive(Default)]
-struct Slots {
-    running: HashMap<usize, Instant>,
+struct Flight {
+    /// Queued, running, or finished and waiting to be stored.
+    open: usize,
+    /// Queued or running.
+    unfinished: usize,
+    /// An exclusive experiment is queued or running.
     exclusive: bool,
 }
 
-impl Slots {
-    /// Whether `experiment` may start now: nothing runs beside an
-    /// exclusive experiment, and it waits for the running ones to end.
-    fn free_for(&self, experiment: &PlannedExperiment, jobs: usize) -> bool {
-        !self.exclusive && if experiment.exclusive { self.running.is_empty() } else { self.running.len() < jobs }
-    }
-
-    fn occupy(&mut self, index: usize, experiment: &PlannedExperiment, launched: Instant) {
-        self.exclusive = experiment.exclusive;
-        self.running.insert(index, launched);
-    }
-
-    /// Free the slot of experiment `index`; when it was launched.
-    fn free(&mut self, index: usize, experiment: &PlannedExperiment) -> Option<Instant> {
-        let launched = self.running.remove(&index)?;
-        if experiment.exclusive {
-            self.exclusive = false;
-        }
-        Some(launched)
+impl Flight {
+    /// Whether `experiment` may be queued now, under `limit` open ones.
+    fn admits(&self, experiment: &PlannedExperiment, limit: usize) -> bool {
+        !self.exclusive && self.open < limit && (!experiment.exclusive || self.unfinished == 0)
     }
 }
 
@@ -106,11 +97,14 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
     let templates = resolve_templates(&pending, templates)?;
     std::fs::create_dir_all(&options.work_root)
         .map_err(|source| RunError::WorkRoot { path: options.work_root.clone(), source })?;
+    sweep_stale(&options.work_root, &pending);
     // Delete old failures only once nothing can stop the run from starting
     // them again.
     let retried =
         if retry { sink.delete_failed(study_id).map_err(sink_error("deleting failed experiments"))? } else { 0 };
 
+    let batching = sink.batching();
+    let limit = options.jobs.saturating_add(batching.max_experiments);
     let mut scheduler = Scheduler {
         study_id,
         options,
@@ -129,63 +123,93 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
         },
         overheads: Vec::with_capacity(pending.len()),
         error: None,
+        cleaner: None,
     };
     let (tx, rx) = mpsc::channel::<Done>();
-    let mut slots = Slots::default();
+    let mut pool = Pool::new(options.jobs, tx);
+    let mut flight = Flight::default();
     let mut next = 0;
     let mut batch = Batch::default();
     loop {
-        // Everything that finished meanwhile goes into one insert.
+        // Everything that finished meanwhile joins the batch.
         while let Ok(done) = rx.try_recv() {
-            arrived(done, &mut slots, &pending, &scheduler, &mut batch);
+            batch.arrived(done, &mut flight);
         }
-        scheduler.store(sink, &pending, &mut batch);
+        let now = Instant::now();
+        for (index, outcome) in pool.give_up_overdue(now) {
+            batch.arrived(Done { experiment: pending[index].clone(), outcome }, &mut flight);
+        }
+        if pool.size() == 0 || scheduler.error.is_some() {
+            // Nothing can (no thread) or may (the sink failed) run what is
+            // queued.
+            for Task { job, .. } in pool.cancel_queued() {
+                if pool.size() == 0 {
+                    let outcome = Outcome::not_started("cannot start a thread for it".into());
+                    batch.arrived(Done { experiment: job.experiment, outcome }, &mut flight);
+                } else {
+                    flight.cancelled(&job.experiment);
+                    scheduler.progress.cancelled();
+                }
+            }
+        }
 
-        while next < pending.len() && scheduler.error.is_none() && slots.free_for(pending[next], options.jobs) {
+        let launchable = |flight: &Flight, next: usize, error: bool| {
+            next < pending.len() && !error && flight.admits(pending[next], limit)
+        };
+        let idle = flight.unfinished == 0 && !launchable(&flight, next, scheduler.error.is_some());
+        if batch.due(&batching, now, idle) {
+            scheduler.store(sink, &mut batch, &mut flight);
+        }
+        while launchable(&flight, next, scheduler.error.is_some()) {
             let experiment = pending[next];
+            flight.open += 1;
+            flight.unfinished += 1;
+            flight.exclusive = experiment.exclusive;
+            scheduler.progress.started();
             let index = next;
             next += 1;
-            let launched = Instant::now();
+            if pool.size() == 0 {
+                let outcome = Outcome::not_started("cannot start a thread for it".into());
+                batch.arrived(Done { experiment: experiment.clone(), outcome }, &mut flight);
+                continue;
+            }
             let job = Job {
                 isolation: options.isolation_for(&experiment.template),
                 template: templates[experiment.template.as_str()].clone(),
                 work_dir: options.work_root.join(&experiment.id),
                 experiment: experiment.clone(),
             };
-            let tx = tx.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("lab-run-{}", experiment.id.chars().take(8).collect::<String>()))
-                .spawn(move || {
-                    let outcome = execute(job);
-                    let _ = tx.send(Done { index, outcome });
-                });
-            match spawned {
-                Ok(_) => {
-                    slots.occupy(index, experiment, launched);
-                    scheduler.progress.started();
-                }
-                Err(e) => {
-                    let outcome = not_started(format!("cannot start a thread for it: {e}"));
-                    batch.push(scheduler.finished(experiment, outcome), index, launched);
-                }
-            }
+            pool.submit(Task { index, job });
         }
-        if !batch.is_empty() {
-            // Experiments that could not start: store them before waiting.
+        if flight.unfinished == 0 {
+            if batch.is_empty() {
+                break;
+            }
+            // Nothing can join it any more: it is due now.
             continue;
         }
-        if slots.running.is_empty() {
-            break;
+        // Sleep until an outcome arrives, the batch is due, or a running
+        // in-process experiment may need giving up on. Experiments that
+        // start while this thread sleeps give up no sooner than
+        // IN_PROCESS_GRACE from now.
+        let now = Instant::now();
+        let mut wake = now + IN_PROCESS_GRACE;
+        if let Some(at) = batch.due_at(&batching) {
+            wake = wake.min(at);
         }
-        // Every running experiment's thread holds a sender, so this returns
-        // once one of them is done.
-        let Ok(done) = rx.recv() else { break };
-        arrived(done, &mut slots, &pending, &scheduler, &mut batch);
+        if let Some(at) = pool.next_give_up() {
+            wake = wake.min(at);
+        }
+        if let Ok(done) = rx.recv_timeout(wake.saturating_duration_since(now)) {
+            batch.arrived(done, &mut flight);
+        }
     }
-    // The loop only ends with nothing waiting; this keeps "stored before
-    // returning" true even if that changes.
-    scheduler.store(sink, &pending, &mut batch);
+    // Every thread is idle: this only joins them.
+    drop(pool);
     scheduler.progress.finish();
+    if let Some(cleaner) = scheduler.cleaner.take() {
+        cleaner.finish();
+    }
     if let Some(e) = scheduler.error {
         return Err(e);
     }
@@ -195,17 +219,79 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
     Ok(summary)
 }
 
-/// An outcome came back: free its slot and queue it for storing.
-fn arrived(
-    done: Done,
-    slots: &mut Slots,
-    pending: &[&PlannedExperiment],
-    scheduler: &Scheduler<'_>,
-    batch: &mut Batch,
-) {
-    let experiment = pending[done.index];
-    if let Some(launched) = slots.free(done.index, experiment) {
-        batch.push(scheduler.finished(experiment, done.outcome), done.index, launched);
+impl Flight {
+    /// A queued experiment was taken back before it started.
+    fn cancelled(&mut self, experiment: &PlannedExperiment) {
+        self.open -= 1;
+        self.unfinished -= 1;
+        if experiment.exclusive {
+            self.exclusive = false;
+        }
+    }
+}
+
+/// Remove what earlier attempts left in the work directories of the
+/// experiments about to run (a killed run's, retried failures'): an
+/// experiment that never asks for its work directory would leave it there
+/// for good. One directory listing when the root is empty.
+fn sweep_stale(root: &Path, pending: &[&PlannedExperiment]) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    let mut ids: Option<HashSet<&str>> = None;
+    for entry in entries.flatten() {
+        let ids = ids.get_or_insert_with(|| pending.iter().map(|e| e.id.as_str()).collect());
+        if entry.file_name().to_str().is_some_and(|name| ids.contains(name)) {
+            remove_work_dir(&entry.path());
+        }
+    }
+}
+
+/// Remove a work directory (gone already is fine; anything else is logged).
+fn remove_work_dir(dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove an experiment's work directory");
+        }
+    }
+}
+
+/// Removes stored successes' work directories on a thread of its own, off
+/// the scheduler's path (or in place, if that thread cannot start).
+struct Cleaner {
+    tx: Option<mpsc::Sender<PathBuf>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Cleaner {
+    fn start() -> Cleaner {
+        let (tx, rx) = mpsc::channel::<PathBuf>();
+        let spawned = std::thread::Builder::new().name("lab-cleaner".into()).spawn(move || {
+            for dir in rx {
+                remove_work_dir(&dir);
+            }
+        });
+        match spawned {
+            Ok(thread) => Cleaner { tx: Some(tx), thread: Some(thread) },
+            Err(_) => Cleaner { tx: None, thread: None },
+        }
+    }
+
+    fn remove(&self, dir: PathBuf) {
+        match &self.tx {
+            Some(tx) => {
+                if let Err(mpsc::SendError(dir)) = tx.send(dir) {
+                    remove_work_dir(&dir);
+                }
+            }
+            None => remove_work_dir(&dir),
+        }
+    }
+
+    /// Wait until every directory handed over is removed.
+    fn finish(mut self) {
+        self.tx = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -231,19 +317,60 @@ fn resolve_templates<'p>(
 struct Batch {
     /// What goes to the sink, as one slice.
     finished: Vec<FinishedExperiment>,
-    /// For each: its index in `pending`, when it was launched and how long
-    /// its template ran.
-    meta: Vec<(usize, Instant, Duration)>,
+    /// For each: when it began, how long its template ran, whether its
+    /// work directory exists.
+    meta: Vec<(Instant, Duration, bool)>,
+    /// Records in `finished`.
+    records: usize,
+    /// When the first of them arrived.
+    since: Option<Instant>,
 }
 
 impl Batch {
-    fn push(&mut self, (finished, busy): (FinishedExperiment, Duration), index: usize, launched: Instant) {
-        self.finished.push(finished);
-        self.meta.push((index, launched, busy));
+    /// An outcome came back: it leaves the running ones and joins the
+    /// batch.
+    fn arrived(&mut self, done: Done, flight: &mut Flight) {
+        flight.unfinished -= 1;
+        if done.experiment.exclusive {
+            flight.exclusive = false;
+        }
+        let o = done.outcome;
+        self.meta.push((o.began, o.busy, o.work_dir_made));
+        self.records += o.records.len();
+        self.since.get_or_insert_with(Instant::now);
+        self.finished.push(FinishedExperiment {
+            planned: done.experiment,
+            status: o.status,
+            exit_code: o.exit_code,
+            error: o.error,
+            stderr_tail: o.stderr_tail,
+            started: o.started,
+            ended: o.ended,
+            // Filled in when stored (one clone per experiment, not two).
+            host: String::new(),
+            braid_version: String::new(),
+            git_commit: String::new(),
+            records: o.records,
+        });
     }
 
     fn is_empty(&self) -> bool {
         self.finished.is_empty()
+    }
+
+    /// Whether to store it now: it is full, its first experiment waited
+    /// long enough, or nothing can join it (`idle`).
+    fn due(&self, batching: &Batching, now: Instant, idle: bool) -> bool {
+        !self.is_empty()
+            && (idle
+                || self.finished.len() >= batching.max_experiments.max(1)
+                || self.records >= batching.max_records
+                || self.due_at(batching).is_some_and(|at| now >= at))
+    }
+
+    /// When it is due at the latest (`None` when empty).
+    fn due_at(&self, batching: &Batching) -> Option<Instant> {
+        self.since.map(|since| since + batching.max_wait)
     }
 
     /// What a failed insert was doing, naming the experiments.
@@ -261,9 +388,16 @@ impl Batch {
             [] => "storing nothing".to_string(),
         }
     }
+
+    fn clear(&mut self) {
+        self.finished.clear();
+        self.meta.clear();
+        self.records = 0;
+        self.since = None;
+    }
 }
 
-/// The scheduler's state besides its slots.
+/// The scheduler's state besides the pool and the batch.
 struct Scheduler<'o> {
     study_id: i64,
     options: &'o RunOptions,
@@ -273,65 +407,55 @@ struct Scheduler<'o> {
     overheads: Vec<Duration>,
     /// The first sink error: nothing more starts, the running ones finish.
     error: Option<RunError>,
+    /// Started when the first work directory is to be removed.
+    cleaner: Option<Cleaner>,
 }
 
 impl Scheduler<'_> {
-    /// The experiment as it will be stored, and its template's time.
-    fn finished(&self, experiment: &PlannedExperiment, outcome: Outcome) -> (FinishedExperiment, Duration) {
-        let finished = FinishedExperiment {
-            planned: experiment.clone(),
-            status: outcome.status,
-            exit_code: outcome.exit_code,
-            error: outcome.error,
-            stderr_tail: outcome.stderr_tail,
-            started: outcome.started,
-            ended: outcome.ended,
-            host: self.host.clone(),
-            braid_version: BRAID_VERSION.to_string(),
-            git_commit: GIT_COMMIT.to_string(),
-            records: outcome.records,
-        };
-        (finished, outcome.busy)
-    }
-
     /// Store the batch in one insert and empty it; count what was stored
-    /// and remove the work directories of its successes. If the sink
+    /// and have the work directories of its successes removed. If the sink
     /// fails, the batch counts as not stored (the store stores all or
     /// none; resume reruns it) and its work directories stay.
-    fn store<S: ResultSink + ?Sized>(&mut self, sink: &mut S, pending: &[&PlannedExperiment], batch: &mut Batch) {
+    fn store<S: ResultSink + ?Sized>(&mut self, sink: &mut S, batch: &mut Batch, flight: &mut Flight) {
         if batch.is_empty() {
             return;
         }
+        for f in &mut batch.finished {
+            f.host.clone_from(&self.host);
+            BRAID_VERSION.clone_into(&mut f.braid_version);
+            GIT_COMMIT.clone_into(&mut f.git_commit);
+        }
         let result = sink.insert_experiments(self.study_id, &batch.finished);
         let stored_at = Instant::now();
+        flight.open -= batch.finished.len();
         match result {
             Err(e) => {
                 if self.error.is_none() {
                     self.error = Some(RunError::Sink { doing: batch.describe(), source: Box::new(e) });
                 }
-                for &(index, launched, _) in &batch.meta {
-                    self.progress.finished(pending[index], true, stored_at.saturating_duration_since(launched));
+                for (f, &(began, _, _)) in batch.finished.iter().zip(&batch.meta) {
+                    self.progress.finished(&f.planned, true, stored_at.saturating_duration_since(began));
                 }
             }
             Ok(()) => {
-                for (finished, &(index, launched, busy)) in batch.finished.iter().zip(&batch.meta) {
-                    self.stored(pending[index], finished.status, launched, stored_at, busy);
+                for i in 0..batch.finished.len() {
+                    let (began, busy, work_dir_made) = batch.meta[i];
+                    let f = &batch.finished[i];
+                    self.stored(&f.planned, f.status, work_dir_made, stored_at.saturating_duration_since(began), busy);
                 }
             }
         }
-        batch.finished.clear();
-        batch.meta.clear();
+        batch.clear();
     }
 
-    /// Count one stored experiment. Its time runs from its launch to its
-    /// batch's commit, plus removing its own work directory (not the
-    /// others' in the batch).
+    /// Count one stored experiment that took `took` from its start to its
+    /// batch's commit, `busy` of it in its template.
     fn stored(
         &mut self,
         experiment: &PlannedExperiment,
         status: ExperimentStatus,
-        launched: Instant,
-        stored_at: Instant,
+        work_dir_made: bool,
+        took: Duration,
         busy: Duration,
     ) {
         self.summary.ran += 1;
@@ -341,36 +465,99 @@ impl Scheduler<'_> {
             ExperimentStatus::TimedOut => self.summary.timed_out += 1,
         }
         let failed = !matches!(status, ExperimentStatus::Ok);
-        let cleaning = Instant::now();
-        if !failed && !self.options.keep_work_dirs {
-            let dir = self.options.work_root.join(&experiment.id);
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove an experiment's work directory");
-                }
-            }
+        if !failed && work_dir_made && !self.options.keep_work_dirs {
+            self.cleaner.get_or_insert_with(Cleaner::start).remove(self.options.work_root.join(&experiment.id));
         }
-        let total = stored_at.saturating_duration_since(launched) + cleaning.elapsed();
-        self.overheads.push(total.saturating_sub(busy));
-        self.progress.finished(experiment, failed, total);
-    }
-}
-
-/// The outcome of an experiment that could not even start.
-fn not_started(error: String) -> Outcome {
-    let now = super::provenance::unix_now();
-    Outcome {
-        status: ExperimentStatus::Failed,
-        exit_code: None,
-        error: Some(error),
-        stderr_tail: String::new(),
-        records: Vec::new(),
-        started: now,
-        ended: now,
-        busy: Duration::ZERO,
+        self.overheads.push(took.saturating_sub(busy));
+        self.progress.finished(experiment, failed, took);
     }
 }
 
 fn sink_error<E: std::error::Error + Send + Sync + 'static>(doing: &'static str) -> impl FnOnce(E) -> RunError {
     move |e| RunError::Sink { doing: doing.to_string(), source: Box::new(e) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::param::Params;
+
+    fn planned(id: &str, exclusive: bool) -> PlannedExperiment {
+        PlannedExperiment {
+            id: id.into(),
+            template: "t".into(),
+            template_version: 1,
+            params: Params::default(),
+            repetition: 0,
+            seed: 0,
+            timeout: Duration::from_secs(1),
+            exclusive,
+            expected: Duration::from_millis(1),
+        }
+    }
+
+    fn done(id: &str, records: usize) -> Done {
+        let mut outcome = Outcome::not_started("x".into());
+        outcome.records = (0..records).map(|_| crate::record::Record::Warn { warn: "w".into() }).collect();
+        Done { experiment: planned(id, false), outcome }
+    }
+
+    #[test]
+    fn exclusive_experiments_wait_for_the_running_ones_and_run_alone() {
+        let limit = 4;
+        let mut f = Flight::default();
+        assert!(f.admits(&planned("x", true), limit));
+        f.open = 1;
+        f.unfinished = 1;
+        assert!(!f.admits(&planned("x", true), limit), "one is running");
+        assert!(f.admits(&planned("s", false), limit));
+        // Finished, not stored: it may start.
+        f.unfinished = 0;
+        assert!(f.admits(&planned("x", true), limit));
+        f.exclusive = true;
+        assert!(!f.admits(&planned("s", false), limit), "nothing beside an exclusive one");
+        f = Flight { open: limit, unfinished: 0, exclusive: false };
+        assert!(!f.admits(&planned("s", false), limit), "the limit counts what is not stored yet");
+    }
+
+    #[test]
+    fn a_batch_is_due_when_full_old_or_alone() {
+        let now = Instant::now();
+        let group = Batching { max_experiments: 3, max_records: 10, max_wait: Duration::from_millis(5) };
+        let mut flight = Flight { open: 9, unfinished: 9, exclusive: false };
+        let mut b = Batch::default();
+        assert!(!b.due(&group, now, true), "an empty batch is never due");
+        assert_eq!(b.due_at(&group), None);
+        b.arrived(done("a", 1), &mut flight);
+        assert_eq!(flight.unfinished, 8);
+        let since = b.since.unwrap();
+        assert!(!b.due(&group, since, false));
+        assert!(b.due(&group, since, true), "nothing can join it");
+        assert!(b.due(&group, since + Duration::from_millis(5), false), "waited long enough");
+        b.arrived(done("b", 1), &mut flight);
+        assert!(!b.due(&group, since, false));
+        b.arrived(done("c", 1), &mut flight);
+        assert!(b.due(&group, since, false), "full");
+        b.clear();
+        b.arrived(done("d", 10), &mut flight);
+        assert!(b.due(&group, b.since.unwrap(), false), "enough records");
+        // Immediate: whatever is there.
+        assert!(b.due(&Batching::IMMEDIATE, b.since.unwrap(), false));
+    }
+
+    #[test]
+    fn stale_work_dirs_of_pending_experiments_are_swept() {
+        let root = std::env::temp_dir().join(format!("braid-lab-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for id in ["pending", "kept-failure"] {
+            std::fs::create_dir_all(root.join(id)).unwrap();
+            std::fs::write(root.join(id).join("records.jsonl"), "").unwrap();
+        }
+        let p = planned("pending", false);
+        sweep_stale(&root, &[&p]);
+        assert!(!root.join("pending").exists());
+        assert!(root.join("kept-failure").exists(), "not pending: its logs stay");
+        sweep_stale(&root.join("missing"), &[&p]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

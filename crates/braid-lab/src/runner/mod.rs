@@ -8,16 +8,23 @@
 //!   failed or timed-out ones unless `retry_failed` (their rows are then
 //!   deleted first, so nothing is ever stored twice); running a study again
 //!   after any interruption runs only what is missing;
-//! - it runs up to `jobs` experiments at once, each on its own thread, in
-//!   the plan's order; an `exclusive` experiment runs alone (the runner
+//! - it runs up to `jobs` experiments at once on a pool of `jobs` threads,
+//!   in the plan's order; an `exclusive` experiment runs alone (the runner
 //!   waits for the running ones, runs it, then goes on);
-//! - it stores experiments as they finish, those that finish together in
-//!   one [`ResultSink::insert_experiments`] (one store transaction), before
-//!   starting more: a `kill -9` loses at most the batch being written, and
-//!   resuming reruns it;
-//! - each experiment gets a private work directory `<work_root>/<id>/`
-//!   holding its records file and logs, removed once its results are
-//!   stored (kept when it failed, for its logs, or with `keep_work_dirs`);
+//! - it stores finished experiments in batches, one
+//!   [`ResultSink::insert_experiments`] (one store transaction) each, as
+//!   the sink's [`Batching`] asks: the store groups up to 512 experiments
+//!   finishing within 5 ms into one commit. An experiment is
+//!   done only once stored: a `kill -9` loses the experiments not stored
+//!   yet, and resuming runs them again (never storing one twice);
+//! - in process, a template records into memory and its records go to
+//!   the store as they are; a worker process (and a command template's
+//!   program) appends them to a records file the runner reads back;
+//! - each experiment has a private work directory `<work_root>/<id>/`,
+//!   made fresh when a template asks for it (always for a worker and a
+//!   command template: logs, records file), removed off the scheduler's
+//!   path once its results are stored (kept when it failed, for its logs,
+//!   or with `keep_work_dirs`);
 //! - a failed, panicking or timed-out experiment is stored with its status,
 //!   exit code, error and the tail of its stderr, and the study goes on;
 //! - every stored experiment carries its start and end time, the host, the
@@ -89,6 +96,7 @@
 mod execute;
 mod local;
 pub mod logs;
+mod pool;
 mod progress;
 pub mod provenance;
 mod sink;
@@ -102,7 +110,7 @@ use crate::plan::PlannedExperiment;
 use crate::record::Record;
 use crate::template::Template;
 
-pub use self::sink::{MemorySink, MemorySinkError, ResultSink};
+pub use self::sink::{Batching, MemorySink, MemorySinkError, ResultSink};
 use self::store_api::ExperimentStatus;
 pub use self::summary::{OverheadStats, RunSummary};
 
@@ -118,12 +126,13 @@ pub type TemplateLookup<'a> = dyn Fn(&str) -> Option<Arc<dyn Template>> + 'a;
 /// Where experiments run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Isolation {
-    /// On a thread of the runner, recording to a file in the experiment's
-    /// work directory. A panic fails the experiment with its message. At
-    /// the deadline (after [`IN_PROCESS_GRACE`] to let it return) the experiment
-    /// is stored as timed out and the runner moves on, but a thread cannot
-    /// be killed: an in-process template must honour `ctx.deadline`, or it
-    /// keeps running (and holding what it holds) in the background.
+    /// On a thread of the runner, recording into memory. A panic fails the
+    /// experiment with its message. At the deadline (after
+    /// [`IN_PROCESS_GRACE`] to let it return) the experiment is stored as
+    /// timed out, without records, and the runner moves on with a new
+    /// thread, but a thread cannot be killed: an in-process template must
+    /// honour `ctx.deadline`, or it keeps running (and holding what it
+    /// holds) in the background.
     #[default]
     InProcess,
     /// In a child process: `program args... SPEC_PATH`, in its own process
@@ -241,8 +250,8 @@ pub enum RunError {
 }
 
 /// Run the experiments of `plan` that `sink` does not hold yet for study
-/// `study_id`, store them as they finish (those finishing together in one
-/// insert), and say what happened. See the [module documentation](self).
+/// `study_id`, store them as they finish (in the batches the sink's
+/// [`Batching`] asks for), and say what happened. See the [module documentation](self).
 pub fn run<S: ResultSink + ?Sized>(
     study_id: i64,
     plan: &[PlannedExperiment],
@@ -302,8 +311,8 @@ pub(crate) fn status_word(status: &ExperimentStatus) -> &'static str {
 /// Run one experiment again, with its seed and parameters, the way
 /// `options` says (isolation, work root), without storing anything, and
 /// return its records: `braid lab rerun ID` compares them with the stored
-/// ones. Its work directory is `<work_root>/rerun-<id>-<pid>/`, removed on
-/// success unless `keep_work_dirs`.
+/// ones. Its work directory is `<work_root>/rerun-<id>-<pid>/` (made when
+/// the template asks for it), removed on success unless `keep_work_dirs`.
 pub fn rerun(
     experiment: &PlannedExperiment,
     template: Arc<dyn Template>,
@@ -318,10 +327,10 @@ pub fn rerun(
         template,
         work_dir: work_dir.clone(),
     };
-    let outcome = execute::execute(job);
+    let outcome = execute::execute_alone(job);
     match outcome.status {
         ExperimentStatus::Ok => {
-            if !options.keep_work_dirs {
+            if outcome.work_dir_made && !options.keep_work_dirs {
                 let _ = std::fs::remove_dir_all(&work_dir);
             }
             Ok(outcome.records)

@@ -67,9 +67,15 @@ impl Progress {
         p
     }
 
-    /// An experiment started.
+    /// An experiment was queued to start.
     pub fn started(&mut self) {
         self.running += 1;
+        self.redraw();
+    }
+
+    /// A queued experiment was taken back before it started.
+    pub fn cancelled(&mut self) {
+        self.running = self.running.saturating_sub(1);
         self.redraw();
     }
 
@@ -105,7 +111,8 @@ impl Progress {
             "done {} · failed {} · running {} · ETA {}",
             self.done,
             self.failed,
-            self.running,
+            // Started and not stored yet, of which at most `jobs` run.
+            self.running.min(self.jobs as u64),
             clock(eta)
         ));
     }

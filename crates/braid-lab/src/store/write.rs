@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{params, CachedStatement, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::model::{ExperimentStatus, FinishedExperiment, StudyRecord};
 use super::{now, u64_bits, Store, StoreError};
@@ -78,16 +78,21 @@ impl Store {
         let Some(study_file) = study_file else {
             return Err(StoreError::UnknownStudy(study_id));
         };
-        for e in batch {
-            insert_one(&tx, study_id, study_file, e).map_err(|err| match err {
-                InsertError::Sqlite(s) => cls(s),
-                InsertError::Store(s) => s,
-                InsertError::Json(j) => StoreError::BadData {
-                    path: path.clone(),
-                    what: format!("params of experiment {}", e.planned.id),
-                    detail: j.to_string(),
-                },
-            })?;
+        {
+            // Looked up once per batch, not once per experiment and table.
+            let mut statements = Statements::prepare(&tx).map_err(cls)?;
+            let mut scratch = Scratch::default();
+            for e in batch {
+                insert_one(&tx, &mut statements, &mut scratch, study_id, study_file, e).map_err(|err| match err {
+                    InsertError::Sqlite(s) => cls(s),
+                    InsertError::Store(s) => s,
+                    InsertError::Json(j) => StoreError::BadData {
+                        path: path.clone(),
+                        what: format!("params of experiment {}", e.planned.id),
+                        detail: j.to_string(),
+                    },
+                })?;
+            }
         }
         tx.commit().map_err(cls)?;
         Ok(())
@@ -131,25 +136,78 @@ impl From<rusqlite::Error> for InsertError {
     }
 }
 
-fn insert_one(
+const INSERT_EXPERIMENT: &str =
+    "INSERT INTO experiments (id, study_id, study_file, template, template_version, params_json, repetition, seed,
+         timeout_s, exclusive, expected_s, status, exit_code, error, stderr_tail, started, ended, host,
+         braid_version, git_commit)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+     ON CONFLICT (id) DO NOTHING";
+
+/// The statements storing an experiment, prepared (from the cache) once
+/// per batch.
+struct Statements<'c> {
+    experiment: CachedStatement<'c>,
+    params: CachedStatement<'c>,
+    scalars: CachedStatement<'c>,
+    series: CachedStatement<'c>,
+    warnings: CachedStatement<'c>,
+}
+
+impl<'c> Statements<'c> {
+    fn prepare(tx: &'c Transaction<'_>) -> rusqlite::Result<Statements<'c>> {
+        Ok(Statements {
+            experiment: tx.prepare_cached(INSERT_EXPERIMENT)?,
+            params: tx
+                .prepare_cached("INSERT INTO params (experiment, key, text_value, num_value) VALUES (?1, ?2, ?3, ?4)")?,
+            scalars: tx.prepare_cached("INSERT INTO scalars (experiment, metric, value) VALUES (?1, ?2, ?3)")?,
+            series: tx
+                .prepare_cached("INSERT INTO series (experiment, name, seq, t, value) VALUES (?1, ?2, ?3, ?4, ?5)")?,
+            warnings: tx.prepare_cached("INSERT INTO warnings (experiment, seq, message) VALUES (?1, ?2, ?3)")?,
+        })
+    }
+}
+
+/// Per-experiment working space, reused across a batch (cleared, its
+/// allocations kept).
+#[derive(Default)]
+struct Scratch<'a> {
+    /// The scalars in first-reported order, with their last value.
+    scalars: Vec<(&'a str, f64)>,
+    /// Where each metric is in `scalars`.
+    scalar_at: HashMap<&'a str, usize>,
+    /// Metrics reported more than once, and how often.
+    repeated: Vec<(&'a str, u32)>,
+    /// The next sequence number of each series.
+    series_seq: HashMap<&'a str, i64>,
+    warnings: Vec<String>,
+    artifacts: Vec<(&'a str, &'a serde_json::Value)>,
+}
+
+impl Scratch<'_> {
+    fn clear(&mut self) {
+        self.scalars.clear();
+        self.scalar_at.clear();
+        self.repeated.clear();
+        self.series_seq.clear();
+        self.warnings.clear();
+        self.artifacts.clear();
+    }
+}
+
+fn insert_one<'a>(
     tx: &Transaction<'_>,
+    st: &mut Statements<'_>,
+    scratch: &mut Scratch<'a>,
     study_id: i64,
     study_file: Option<i64>,
-    e: &FinishedExperiment,
+    e: &'a FinishedExperiment,
 ) -> Result<(), InsertError> {
     let p = &e.planned;
     let params_json = serde_json::to_string(&p.params).map_err(InsertError::Json)?;
     // Insert first and look at what is stored only on a conflict: the
     // common case costs one statement, not two.
-    let insert = |tx: &Transaction<'_>| -> rusqlite::Result<usize> {
-        tx.prepare_cached(
-            "INSERT INTO experiments (id, study_id, study_file, template, template_version, params_json, repetition,
-                 seed, timeout_s, exclusive, expected_s, status, exit_code, error, stderr_tail, started, ended, host,
-                 braid_version, git_commit)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
-             ON CONFLICT (id) DO NOTHING",
-        )?
-        .execute(params![
+    let insert = |st: &mut Statements<'_>| -> rusqlite::Result<usize> {
+        st.experiment.execute(params![
             p.id,
             study_id,
             study_file,
@@ -172,7 +230,7 @@ fn insert_one(
             e.git_commit,
         ])
     };
-    if insert(tx)? == 0 {
+    if insert(st)? == 0 {
         let (pk, stored_study, status, study_name): (i64, i64, String, String) = tx
             .prepare_cached(
                 "SELECT e.pk, e.study_id, e.status, s.name FROM experiments e JOIN studies s ON s.id = e.study_id
@@ -188,77 +246,60 @@ fn insert_one(
         // A retry of a failure: its rows go (ON DELETE CASCADE), the new
         // ones take their place.
         tx.prepare_cached("DELETE FROM experiments WHERE pk = ?1")?.execute([pk])?;
-        insert(tx)?;
+        insert(st)?;
     }
     let pk = tx.last_insert_rowid();
 
-    {
-        let mut st =
-            tx.prepare_cached("INSERT INTO params (experiment, key, text_value, num_value) VALUES (?1, ?2, ?3, ?4)")?;
-        for (key, value) in p.params.iter() {
-            st.execute(params![pk, key, value.to_text(), value.as_f64().filter(|v| v.is_finite())])?;
-        }
+    for (key, value) in p.params.iter() {
+        st.params.execute(params![pk, key, value.to_text(), value.as_f64().filter(|v| v.is_finite())])?;
     }
 
     // Sort the records out first: the last value of a metric wins, and
     // what cannot be stored becomes a warning.
-    let mut scalars: Vec<(&str, f64)> = Vec::new();
-    let mut scalar_at: HashMap<&str, usize> = HashMap::new();
-    let mut repeated: HashMap<&str, u32> = HashMap::new();
-    let mut warnings: Vec<String> = Vec::new();
-    let mut series_seq: HashMap<&str, i64> = HashMap::new();
-    let mut artifacts: Vec<(&str, &serde_json::Value)> = Vec::new();
-    {
-        let mut series_st =
-            tx.prepare_cached("INSERT INTO series (experiment, name, seq, t, value) VALUES (?1, ?2, ?3, ?4, ?5)")?;
-        for r in &e.records {
-            match r {
-                Record::Metric { name, value } if value.is_finite() => match scalar_at.get(name.as_str()) {
-                    Some(&i) => {
-                        scalars[i].1 = *value;
-                        *repeated.entry(name.as_str()).or_insert(1) += 1;
+    scratch.clear();
+    for r in &e.records {
+        match r {
+            Record::Metric { name, value } if value.is_finite() => match scratch.scalar_at.get(name.as_str()) {
+                Some(&i) => {
+                    scratch.scalars[i].1 = *value;
+                    match scratch.repeated.iter_mut().find(|(n, _)| *n == name.as_str()) {
+                        Some((_, times)) => *times += 1,
+                        None => scratch.repeated.push((name.as_str(), 2)),
                     }
-                    None => {
-                        scalar_at.insert(name.as_str(), scalars.len());
-                        scalars.push((name.as_str(), *value));
-                    }
-                },
-                Record::Metric { name, value } => warnings.push(format!("metric {name} is {value}, not stored")),
-                Record::Series { name, t, value } if value.is_finite() && t.is_finite() => {
-                    let seq = series_seq.entry(name.as_str()).or_insert(0);
-                    series_st.execute(params![pk, name, *seq, t, value])?;
-                    *seq += 1;
                 }
-                Record::Series { name, t, value } => {
-                    warnings.push(format!("series {name} at t={t} is {value}, not stored"))
+                None => {
+                    scratch.scalar_at.insert(name.as_str(), scratch.scalars.len());
+                    scratch.scalars.push((name.as_str(), *value));
                 }
-                Record::Warn { warn } => warnings.push(warn.clone()),
-                Record::Artifact { artifact, json } => artifacts.push((artifact.as_str(), json)),
+            },
+            Record::Metric { name, value } => scratch.warnings.push(format!("metric {name} is {value}, not stored")),
+            Record::Series { name, t, value } if value.is_finite() && t.is_finite() => {
+                let seq = scratch.series_seq.entry(name.as_str()).or_insert(0);
+                st.series.execute(params![pk, name, *seq, t, value])?;
+                *seq += 1;
             }
+            Record::Series { name, t, value } => {
+                scratch.warnings.push(format!("series {name} at t={t} is {value}, not stored"))
+            }
+            Record::Warn { warn } => scratch.warnings.push(warn.clone()),
+            Record::Artifact { artifact, json } => scratch.artifacts.push((artifact.as_str(), json)),
         }
     }
-    let mut repeated: Vec<(&str, u32)> = repeated.into_iter().collect();
-    repeated.sort_unstable();
-    for (name, n) in repeated {
-        warnings.push(format!("metric {name} was reported {n} times; the last value is stored"));
+    scratch.repeated.sort_unstable();
+    for &(name, n) in &scratch.repeated {
+        scratch.warnings.push(format!("metric {name} was reported {n} times; the last value is stored"));
     }
-    {
-        let mut st = tx.prepare_cached("INSERT INTO scalars (experiment, metric, value) VALUES (?1, ?2, ?3)")?;
-        for (metric, value) in &scalars {
-            st.execute(params![pk, metric, value])?;
-        }
+    for (metric, value) in &scratch.scalars {
+        st.scalars.execute(params![pk, metric, value])?;
     }
-    {
-        let mut st = tx.prepare_cached("INSERT INTO warnings (experiment, seq, message) VALUES (?1, ?2, ?3)")?;
-        for (i, w) in warnings.iter().enumerate() {
-            st.execute(params![pk, i as i64, w])?;
-        }
+    for (i, w) in scratch.warnings.iter().enumerate() {
+        st.warnings.execute(params![pk, i as i64, w])?;
     }
-    if !artifacts.is_empty() {
-        let mut st =
+    if !scratch.artifacts.is_empty() {
+        let mut artifacts =
             tx.prepare_cached("INSERT INTO artifacts (experiment, seq, name, json) VALUES (?1, ?2, ?3, ?4)")?;
-        for (i, (name, json)) in artifacts.iter().enumerate() {
-            st.execute(params![pk, i as i64, name, json.to_string()])?;
+        for (i, (name, json)) in scratch.artifacts.iter().enumerate() {
+            artifacts.execute(params![pk, i as i64, name, json.to_string()])?;
         }
     }
     Ok(())

@@ -47,7 +47,7 @@ pub mod builtin;
 pub mod command;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::param::{ParamDecl, ParamError, Params};
@@ -150,6 +150,10 @@ pub struct Context<'a> {
     pub deadline: Instant,
     recorder: &'a mut Recorder,
     work_dir: &'a Path,
+    /// `None`: the caller's directory, which exists. `Some`: the runner's
+    /// private directory, made fresh on the first [`work_dir`](Self::work_dir)
+    /// call (whether that worked).
+    on_demand: Option<OnceLock<bool>>,
     tag: String,
     testbeds: u32,
     progress: Option<&'a (dyn Fn(f64) + Sync)>,
@@ -167,7 +171,34 @@ impl<'a> Context<'a> {
         work_dir: &'a Path,
         tag: &str,
     ) -> Context<'a> {
-        Context { params, seed, deadline, recorder, work_dir, tag: unique_tag(tag), testbeds: 0, progress: None }
+        Context {
+            params,
+            seed,
+            deadline,
+            recorder,
+            work_dir,
+            on_demand: None,
+            tag: unique_tag(tag),
+            testbeds: 0,
+            progress: None,
+        }
+    }
+
+    /// A context whose work directory (the runner's private one for this
+    /// experiment, which may hold what a killed earlier attempt left) is
+    /// made empty and fresh only when the template first asks for it: most
+    /// in-process templates never touch the file system, and a directory
+    /// created and removed per experiment was most of the runner's cost for
+    /// short ones.
+    pub(crate) fn with_work_dir_on_demand(mut self) -> Context<'a> {
+        self.on_demand = Some(OnceLock::new());
+        self
+    }
+
+    /// Whether the template asked for its on-demand work directory and it
+    /// was made (always true for a context from [`new`](Self::new)).
+    pub(crate) fn work_dir_made(&self) -> bool {
+        self.on_demand.as_ref().is_none_or(|made| made.get().copied().unwrap_or(false))
     }
 
     /// Report progress (0..=1) to this callback.
@@ -203,8 +234,20 @@ impl<'a> Context<'a> {
     }
 
     /// A directory only this experiment writes to (logs, artifacts); it
-    /// exists.
+    /// exists. (Under the runner it is made, empty, on the first call: if
+    /// that fails, the error is logged and the template's own use of the
+    /// directory reports it with the path.)
     pub fn work_dir(&self) -> &Path {
+        if let Some(made) = &self.on_demand {
+            made.get_or_init(|| match fresh_dir(self.work_dir) {
+                Ok(()) => true,
+                Err(e) => {
+                    let dir = self.work_dir.display();
+                    tracing::warn!(dir = %dir, error = %e, "cannot make the experiment's work directory");
+                    false
+                }
+            });
+        }
         self.work_dir
     }
 
@@ -247,6 +290,17 @@ impl<'a> Context<'a> {
         let name = self.testbed_name();
         braid_emu::Testbed::builder().name(&name).seed(self.seed)
     }
+}
+
+/// An empty directory at `dir`: whatever an earlier attempt left there
+/// (records, logs) must not mix into this one.
+pub(crate) fn fresh_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::create_dir_all(dir)
 }
 
 /// Six base-36 characters from `tag`, this process and a process-wide
@@ -330,4 +384,61 @@ macro_rules! fail {
 #[macro_export]
 macro_rules! ensure {
     ($cond:expr, $($arg:tt)*) => { if !$cond { $crate::fail!($($arg)*); } };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::param::Params;
+
+    fn scratch(test: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("braid-lab-ctx-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn an_on_demand_work_dir_is_made_fresh_only_when_asked_for() {
+        let dir = scratch("on-demand");
+        let params = Params::default();
+        let mut rec = Recorder::in_memory();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        {
+            let ctx = Context::new(&params, 1, deadline, &mut rec, &dir, "t").with_work_dir_on_demand();
+            assert!(!ctx.work_dir_made());
+            assert!(!dir.exists(), "not made before it is asked for");
+        }
+        // What an earlier attempt left is gone once it is asked for.
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("records.jsonl"), "{\"metric\":\"old\",\"value\":1}\n").unwrap();
+        {
+            let ctx = Context::new(&params, 1, deadline, &mut rec, &dir, "t").with_work_dir_on_demand();
+            assert_eq!(ctx.work_dir(), dir.as_path());
+            assert!(ctx.work_dir_made());
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+            // Asked again: made once, what the template wrote stays.
+            std::fs::write(dir.join("log"), "x").unwrap();
+            ctx.work_dir();
+            assert!(dir.join("log").exists());
+        }
+        // A caller's directory is used as it is.
+        let ctx = Context::new(&params, 1, deadline, &mut rec, &dir, "t");
+        assert!(ctx.work_dir_made());
+        assert!(ctx.work_dir().join("log").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_on_demand_work_dir_that_cannot_be_made_is_reported_as_not_made() {
+        let file = scratch("not-a-dir");
+        std::fs::write(&file, "a file where a parent directory should be").unwrap();
+        let dir = file.join("work");
+        let params = Params::default();
+        let mut rec = Recorder::in_memory();
+        let ctx = Context::new(&params, 1, Instant::now() + Duration::from_secs(5), &mut rec, &dir, "t")
+            .with_work_dir_on_demand();
+        assert_eq!(ctx.work_dir(), dir.as_path());
+        assert!(!ctx.work_dir_made());
+        std::fs::remove_file(&file).unwrap();
+    }
 }
