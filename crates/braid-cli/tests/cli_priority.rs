@@ -58,7 +58,33 @@ fn sim_priority_reports_phases_as_json() {
     }
     let unknown = run(&["sim", "priority", "--scenario", "nope"], LIMIT);
     assert_eq!(unknown.code, Some(1));
-    assert!(unknown.stderr.contains("expected polite, latecomer, multcp, switch or five"), "{}", unknown.stderr);
+    assert!(unknown.stderr.contains("expected one of polite, latecomer, multcp, switch, five, versus, pair"), "{}", unknown.stderr);
+}
+
+/// `--grid` end to end on one small point: one JSON row per check with the
+/// documented keys, and the exit status says whether every check passed.
+#[test]
+fn sim_priority_grid_prints_rows_and_its_status_follows_them() {
+    let flags = [
+        "sim", "priority", "--grid", "--rtt", "20ms", "--rate", "5mbit", "--queue", "1bdp", "--aqm", "droptail",
+        "--tcp", "newreno", "--p", "2", "--epochs", "1", "--max-phase", "20", "--json",
+    ];
+    let out = run(&flags, LIMIT);
+    let rows = last_json(&out);
+    let rows = rows.as_array().expect("an array of rows");
+    let checks: Vec<&str> = rows.iter().map(|r| r["check"].as_str().unwrap()).collect();
+    assert_eq!(checks, ["multcp_2.steady.multcp_over_tcp", "multcp_pair_2.steady.jain"], "{out:?}");
+    for r in rows {
+        for key in ["rtt", "rate", "queue", "aqm", "tcp", "p", "scenario", "check", "value", "want", "pass", "epochs", "capped"] {
+            assert!(r.get(key).is_some(), "row lacks `{key}`: {r}");
+        }
+        assert_eq!((r["rtt"].as_str(), r["rate"].as_str(), r["queue"].as_str()), (Some("20ms"), Some("5mbit"), Some("1bdp")));
+        assert_eq!(r["p"], 2.0);
+    }
+    let all_pass = rows.iter().all(|r| r["pass"] == true);
+    assert_eq!(out.code, Some(if all_pass { 0 } else { 3 }), "{out:?}");
+    let both = run(&["sim", "priority", "--grid", "--scenario", "polite"], LIMIT);
+    assert_eq!(both.code, Some(2), "{both:?}");
 }
 
 #[test]

@@ -72,7 +72,7 @@ fn bad_options_name_the_allowed_form() {
     // Checked before any testbed is built: no root needed.
     let out = run(&["bench", "priority", "--scenario", "nope"], Duration::from_secs(30));
     assert_eq!(out.code, Some(1));
-    assert!(out.stderr.contains("expected polite, latecomer, multcp, switch or five"), "{}", out.stderr);
+    assert!(out.stderr.contains("expected polite, latecomer, multcp, switch, five, versus or pair"), "{}", out.stderr);
     let out = run(&["bench", "priority", "--scenario", "five", "--plot", "x.png"], Duration::from_secs(30));
     assert!(out.stderr.contains(".svg"), "{}", out.stderr);
     let out = run(&["bench", "priority", "--scenario", "switch", "--param", "delay_beta=2"], Duration::from_secs(30));

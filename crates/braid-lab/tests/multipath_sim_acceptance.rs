@@ -23,7 +23,16 @@ fn min_rtt_aggregates_two_50_mbit_paths_beyond_90_mbit() {
         let secs = (r.writes[3].delivered.unwrap() - r.writes[0].at).as_secs_f64();
         let mbps = (40u64 << 20) as f64 * 8.0 / secs / 1e6;
         let bytes = r.bytes_by_path();
-        assert!(mbps >= 90.0, "{cc}: {mbps:.1} Mbit/s, {bytes:?} bytes by path, {:?}", r.stats);
+        // LEDBAT gives up its slowdown and the additive regain after it
+        // on purpose (see sim_acceptance's efficiency_bar); LEDBAT++ also
+        // its slower-than-Reno gain and periodic slowdowns (up to 10% by
+        // the draft's design).
+        let bar = match cc {
+            CcAlgorithm::Ledbat => 80.0,
+            CcAlgorithm::LedbatPlusPlus => 75.0,
+            _ => 90.0,
+        };
+        assert!(mbps >= bar, "{cc}: {mbps:.1} Mbit/s, {bytes:?} bytes by path, {:?}", r.stats);
         // Both paths carry a fair share (the slower one a little less).
         assert!(bytes.iter().all(|&b| b > (16 << 20)), "{cc}: {bytes:?}");
     }

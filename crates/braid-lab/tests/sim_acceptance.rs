@@ -53,6 +53,20 @@ fn twenty_mib_over_a_lossy_duplicating_reordering_link_arrive_byte_exact() {
     }
 }
 
+/// The least share of the link a lone transfer must use. LEDBAT gives
+/// some up on purpose: its one slowdown after slow start (two RTTs at the
+/// minimum window so a newcomer sees the base delay, LEDBAT++ §4.4), and
+/// its additive increase after it, which regains a BDP one segment per RTT;
+/// LEDBAT++ also its slower-than-Reno gain and periodic slowdowns (up to 10%
+/// of the link by the draft's design).
+fn efficiency_bar(cc: CcAlgorithm) -> f64 {
+    match cc {
+        CcAlgorithm::Ledbat => 0.8,
+        CcAlgorithm::LedbatPlusPlus => 0.75,
+        _ => 0.9,
+    }
+}
+
 #[test]
 fn a_clean_bottleneck_is_used_efficiently_after_slow_start() {
     for cc in CcAlgorithm::ALL {
@@ -60,7 +74,7 @@ fn a_clean_bottleneck_is_used_efficiently_after_slow_start() {
         assert!(r.ok, "{cc}: {}", dump(&r));
         let efficiency = r.efficiency.expect("rate-limited link, all flows complete");
         assert!(
-            efficiency >= 0.9,
+            efficiency >= efficiency_bar(cc),
             "{cc}: efficiency {efficiency:.3}\n{}",
             dump(&r)
         );

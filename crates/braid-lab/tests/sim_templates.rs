@@ -248,6 +248,7 @@ fn the_simulator_studies_are_valid_and_as_large_as_documented() {
         ("redundancy.toml", "sim-multipath", 2700),
         ("redundancy-thesis.toml", "sim-multipath", 640),
         ("priority-grid.toml", "sim-priority", 1080),
+        ("cc-grid.toml", "sim-priority", 2700),
     ] {
         let path = dir.join(file);
         let study = Study::load_builtin(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

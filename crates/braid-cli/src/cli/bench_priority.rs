@@ -11,6 +11,12 @@
 //! object with `--json` (`scenario`, `reports` as `braid sim priority`
 //! prints them, `checks`); `--plot FILE.svg` draws each flow's throughput
 //! over time with the priority switches marked.
+//!
+//! `--grid` runs issue 25's grid on the emulator, with the flags and output
+//! of `braid sim priority --grid` (one experiment per point and scenario,
+//! one at a time: the emulator's runs are timed on the wall clock; phases
+//! at most `--max-phase`, default 60 s); it needs root, checked before
+//! anything runs, and exits with status 3 if any check failed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,10 +28,15 @@ use braid_lab::harness::priority_sim::{self, ScenarioReport};
 use braid_lab::oneoff::{run_experiments_with_progress, OneOffOptions};
 use braid_lab::param::Value;
 use braid_lab::plot::chart::{write_line_chart, LineChart, Series};
-use braid_lab::template::builtin::priority::{self, Priority};
+use braid_lab::template::builtin::priority::{self, grid, Priority};
 use clap::{Args, ValueEnum};
 
+use super::sim_priority::GridArgs;
 use super::{emit, parse_cc, parse_link, parse_secs, Outcome};
+
+/// Default cap of a measured phase on the emulator: its runs take real
+/// time (a `versus` run at p = 0 lasts about 5.3 phases).
+const EMU_MAX_PHASE: Duration = Duration::from_secs(60);
 
 /// The p = 0 controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,30 +60,31 @@ impl Ledbat {
 
 #[derive(Debug, Args)]
 pub struct BenchPriorityArgs {
-    /// polite, latecomer, multcp, switch or five.
-    #[arg(long, value_name = "NAME")]
-    scenario: String,
+    /// polite, latecomer, multcp, switch, five, versus or pair.
+    #[arg(long, value_name = "NAME", required_unless_present = "grid", conflicts_with = "grid")]
+    scenario: Option<String>,
     /// The bottleneck path (default: the paper's for the scenario, as in
     /// `braid sim priority`).
-    #[arg(long, value_name = "SPEC", value_parser = parse_link)]
+    #[arg(long, value_name = "SPEC", value_parser = parse_link, conflicts_with = "grid")]
     link: Option<LinkSpec>,
     /// Multiply every duration of the scenario (1 = the paper's timings:
     /// polite 120 s, latecomer 2 × 150 s, multcp 200 s per run, switch
     /// 480 s, five 340 s).
-    #[arg(long, value_name = "X", default_value_t = 1.0, conflicts_with = "duration")]
+    #[arg(long, value_name = "X", default_value_t = 1.0, conflicts_with_all = ["duration", "grid"])]
     scale: f64,
     /// Length of each run in seconds: the paper's timings scaled to fit
     /// (e.g. `--scenario switch --duration 12` gives phases of 5.5, 2.75 and
     /// 2.75 s).
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, conflicts_with = "grid")]
     duration: Option<Duration>,
     /// N values of the multcp scenario, comma-separated.
     #[arg(long, value_name = "N,...", value_delimiter = ',', default_values_t = [1.0, 2.0, 3.0, 4.0])]
     n: Vec<f64>,
-    /// Congestion control of the competing kernel TCP flows: cubic or
-    /// newreno (kernel `reno`).
-    #[arg(long, value_name = "ALGO", default_value = "cubic", value_parser = parse_cc)]
-    tcp: CcAlgorithm,
+    /// Congestion control of the competing kernel TCP flows: cubic
+    /// (default) or newreno (kernel `reno`); with --grid, a list (default:
+    /// cubic,newreno).
+    #[arg(long, value_name = "ALGO,...", value_delimiter = ',', value_parser = parse_cc)]
+    tcp: Vec<CcAlgorithm>,
     /// The p = 0 controller: ledbat or ledbat++.
     #[arg(long, value_name = "NAME", value_enum, default_value_t = Ledbat::Ledbat)]
     ledbat: Ledbat,
@@ -87,11 +99,14 @@ pub struct BenchPriorityArgs {
     bin: Option<Duration>,
     /// Write each flow's throughput over time to this SVG file (one file
     /// per run: with several runs, the run's name is added to the stem).
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", conflicts_with = "grid")]
     plot: Option<PathBuf>,
-    /// Print one JSON object instead of tables.
+    /// Print one JSON object instead of tables (with --grid: one array of
+    /// rows, as `braid sim priority --grid --json`).
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    grid: GridArgs,
 }
 
 /// The experiments `args` stand for, one per scenario run, in the order
@@ -99,10 +114,13 @@ pub struct BenchPriorityArgs {
 /// the additive baseline, `multcp` one MulTCP(N) flow against TCP for each
 /// N, then two MulTCP(N) flows for each N.
 fn experiments(args: &BenchPriorityArgs) -> anyhow::Result<Vec<Vec<(String, Value)>>> {
-    let expected = "expected polite, latecomer, multcp, switch or five";
+    args.grid.check_unused()?;
+    let expected = "expected polite, latecomer, multcp, switch, five, versus or pair";
     let scenario = |name: &str| ("scenario".to_string(), Value::Enum(name.into()));
-    let runs: Vec<Vec<(String, Value)>> = match args.scenario.as_str() {
-        "polite" | "switch" | "five" => vec![vec![scenario(&args.scenario)]],
+    let name = args.scenario.as_deref().context("--scenario: expected a scenario name, or --grid")?;
+    let runs: Vec<Vec<(String, Value)>> = match name {
+        "polite" | "switch" | "five" => vec![vec![scenario(name)]],
+        "versus" | "pair" => args.n.iter().map(|&n| vec![scenario(name), ("n".into(), Value::Float(n))]).collect(),
         "latecomer" => vec![
             vec![scenario("latecomer")],
             vec![scenario("latecomer"), ("decrease".into(), Value::Enum("additive".into()))],
@@ -123,13 +141,15 @@ fn experiments(args: &BenchPriorityArgs) -> anyhow::Result<Vec<Vec<(String, Valu
             args.scale
         );
     }
-    if let Some(bad) = args.n.iter().find(|n| !(n.is_finite() && **n > 0.0 && **n <= 100.0)) {
-        anyhow::bail!("--n: {bad} is out of range: expected numbers in (0, 100], e.g. 1,2,3,4");
+    let zero_ok = matches!(name, "versus" | "pair");
+    if let Some(bad) = args.n.iter().find(|n| !(n.is_finite() && (**n > 0.0 || zero_ok && **n == 0.0) && **n <= 100.0)) {
+        anyhow::bail!("--n: {bad} is out of range: expected numbers in (0, 100], e.g. 1,2,3,4 (0 too for versus and pair)");
     }
-    let tcp = match args.tcp {
-        CcAlgorithm::Cubic => "cubic",
-        CcAlgorithm::NewReno => "newreno",
-        _ => anyhow::bail!("--tcp: the competing flows are kernel TCP: expected cubic or newreno"),
+    let tcp = match args.tcp.as_slice() {
+        [] | [CcAlgorithm::Cubic] => "cubic",
+        [CcAlgorithm::NewReno] => "newreno",
+        [_] => anyhow::bail!("--tcp: the competing flows are kernel TCP: expected cubic or newreno"),
+        _ => anyhow::bail!("--tcp: one kernel TCP per scenario run (a list only with --grid)"),
     };
     if let Some(p) = &args.plot {
         anyhow::ensure!(
@@ -165,6 +185,9 @@ fn experiments(args: &BenchPriorityArgs) -> anyhow::Result<Vec<Vec<(String, Valu
 }
 
 pub async fn run(args: BenchPriorityArgs) -> anyhow::Result<Outcome> {
+    if args.grid.grid {
+        return run_grid(args).await;
+    }
     let experiments = experiments(&args)?;
     let target_ms = {
         let params = priority::with_defaults(&experiments[0])?;
@@ -203,6 +226,28 @@ pub async fn run(args: BenchPriorityArgs) -> anyhow::Result<Outcome> {
     }
     // Every flow must have run: an error is a failed check.
     Ok(Outcome::from_ok(reports.iter().all(|r| r.flows.iter().all(|f| f.error.is_none()))))
+}
+
+/// `--grid` on the emulator: the study of the grid on the `priority`
+/// template (exclusive: one experiment at a time), after checking that the
+/// emulator can run here.
+async fn run_grid(args: BenchPriorityArgs) -> anyhow::Result<Outcome> {
+    let axes = args.grid.axes(&args.tcp, EMU_MAX_PHASE)?;
+    let mut extra = vec![
+        ("ledbat", Value::Enum(args.ledbat.name().into())),
+        ("params", Value::String(priority::format_cc_params(&args.params))),
+    ];
+    if let Some(bin) = args.bin {
+        extra.push(("bin", Value::Duration(bin)));
+    }
+    let study = axes.study("bench-priority-grid", Arc::new(Priority), &extra, 1)?;
+    braid_emu::check_capabilities().context("`braid bench priority --grid` needs the emulator")?;
+    let show_progress = !args.json;
+    let results = tokio::task::spawn_blocking(move || grid::run_study(&study, 1, None, show_progress))
+        .await
+        .context("benchmark task")??;
+    let rows = grid::rows(&results)?;
+    super::sim_priority::emit_grid(&rows, args.json)
 }
 
 /// `dir/stem-NAME.svg` for the run `name` of `path` = `dir/stem.svg`.
@@ -310,11 +355,14 @@ mod tests {
     #[test]
     fn bad_flags_fail_before_any_run() {
         let err = |argv: &[&str]| experiments(&args(argv)).unwrap_err().to_string();
-        assert!(err(&["--scenario", "nope"]).contains("expected polite, latecomer, multcp, switch or five"));
+        assert!(err(&["--scenario", "nope"]).contains("expected polite, latecomer, multcp, switch, five, versus or pair"));
         assert!(err(&["--scenario", "five", "--plot", "a.png"]).contains(".svg"));
         assert!(err(&["--scenario", "switch", "--param", "delay_beta=2"]).contains("delay_beta"));
         assert!(err(&["--scenario", "switch", "--scale", "0"]).contains("(0, 100]"));
         assert!(err(&["--scenario", "multcp", "--n", "1,0"]).contains("--n"));
         assert!(err(&["--scenario", "switch", "--tcp", "priority"]).contains("cubic or newreno"));
+        assert!(err(&["--scenario", "switch", "--tcp", "cubic,newreno"]).contains("only with --grid"));
+        assert!(err(&["--scenario", "switch", "--p", "1"]).contains("--p is a grid axis"));
+        assert_eq!(experiments(&args(&["--scenario", "pair", "--n", "0,2"])).unwrap().len(), 2);
     }
 }

@@ -80,6 +80,7 @@ use std::time::Duration;
 use braid_core::Instant;
 
 use super::delay::{self, DelayEstimator};
+use super::yielding::{Step, Yielding};
 use super::newreno::{check_beta, f64_to_bytes, Window};
 use super::{Acked, CcError, CongestionController};
 
@@ -168,6 +169,11 @@ pub(super) struct LedbatCore {
     /// LEDBAT: the initial slow start also ends once the queuing delay
     /// exceeds this fraction of the target; 0 = only a loss ends it.
     ss_exit: f64,
+    /// LEDBAT: the yielding controller of [`super::yielding`] (adaptive
+    /// threshold, drain-then-halve) instead of DTL's fixed-target AIMD
+    /// (`adaptive = 1`; off by default until two such flows share fairly).
+    adaptive: bool,
+    yielding: Yielding,
 }
 
 impl LedbatCore {
@@ -190,7 +196,26 @@ impl LedbatCore {
             next_slowdown: None,
             initial_slowdown: true,
             ss_exit: DEFAULT_SS_EXIT,
+            adaptive: false,
+            yielding: Yielding::default(),
         }
+    }
+
+    /// The yielding controller is in charge (RFC 6817 variant, `adaptive`).
+    fn yields(&self) -> bool {
+        self.adaptive && self.variant == LedbatVariant::Rfc6817
+    }
+
+    /// Base RTT in µs: the smallest RTT seen, or the smoothed one before.
+    fn base_rtt_us(&self) -> f64 {
+        self.min_rtt.unwrap_or(self.srtt()).as_micros() as f64
+    }
+
+    /// The yielding controller's congestion threshold, µs.
+    fn yield_threshold_us(&self, w: &Window) -> f64 {
+        let segments = self.cwnd(w) / w.smss.max(1) as f64;
+        self.yielding
+            .threshold_us(self.target_us, self.base_rtt_us(), segments)
     }
 
     pub(super) fn name(&self) -> &'static str {
@@ -272,6 +297,9 @@ impl LedbatCore {
             self.frame_open = false;
             if let Some(sample) = acked.one_way_delay_us {
                 self.delays.add(now, sample);
+                if let Some(q) = self.delays.queuing_delay_us() {
+                    self.yielding.observe(q);
+                }
             }
         }
     }
@@ -345,10 +373,43 @@ impl LedbatCore {
                     _ => {}
                 }
                 if let Some(q) = queuing {
-                    self.avoidance(w, q, grow, shrink);
+                    if self.yields() {
+                        self.yielding_avoidance(w, now, acked.sent_time, q, grow);
+                    } else {
+                        self.avoidance(w, q, grow, shrink);
+                    }
                 }
             }
         }
+    }
+
+    /// The yielding controller ([`super::yielding`]) for an acknowledgement
+    /// of a packet sent at `sent`, `grow` bytes of which may grow the window.
+    fn yielding_avoidance(&mut self, w: &mut Window, now: Instant, sent: Instant, queuing_us: u64, grow: u64) {
+        let smss = w.smss as f64;
+        let cwnd = self.cwnd(w).max(1.0);
+        let threshold = self.yield_threshold_us(w);
+        let step = self
+            .yielding
+            .step(now, sent, cwnd, queuing_us as f64, threshold, self.base_rtt_us());
+        let next = match step {
+            Step::Grow => cwnd + self.gain * grow as f64 * smss / cwnd,
+            Step::Shrink(factor) => cwnd * factor,
+            Step::Hold => return,
+            Step::Restore(window) => {
+                // The cross traffic left: slow-start back to the window we
+                // yielded from (ssthresh), ending early at the target's
+                // slow-start exit, instead of one segment per round trip.
+                w.ssthresh = f64_to_bytes(window).max(w.min_window);
+                if w.cwnd < w.ssthresh {
+                    self.phase = Phase::Restoring {
+                        slowdown_started: None,
+                    };
+                }
+                return;
+            }
+        };
+        self.set_cwnd(w, next);
     }
 
     /// The delay-based controller, for `grow` bytes that may grow the window
@@ -440,9 +501,17 @@ impl LedbatCore {
                     w.ssthresh = f64_to_bytes(w.ssthresh as f64 * self.beta).max(w.min_window);
                 }
                 _ => {
-                    // RFC 6817 §2.4.2: cwnd = max(cwnd/2, MIN_CWND·MSS).
+                    // RFC 6817 §2.4.2: cwnd = max(cwnd/2, MIN_CWND·MSS);
+                    // the yielding controller also gives up the queue.
                     let cwnd = self.cwnd(w);
-                    w.reduce_to(cwnd * self.beta);
+                    let factor = if self.yields() {
+                        let q = self.delays.queuing_delay_us().unwrap_or(0) as f64;
+                        let base = self.base_rtt_us();
+                        self.yielding.on_loss(now, q, base, self.beta)
+                    } else {
+                        self.beta
+                    };
+                    w.reduce_to(cwnd * factor);
                     self.frac = 0.0;
                     if self.in_slow_start() {
                         self.leave_slow_start(w, now);
@@ -528,6 +597,18 @@ impl LedbatCore {
                 "a fraction of the target from 0 (only a loss ends slow start) to 10",
             )
             .map(|v| self.ss_exit = v),
+            "adaptive" => {
+                if value == 0.0 || value == 1.0 {
+                    self.adaptive = value == 1.0;
+                    Ok(())
+                } else {
+                    Err(CcError::OutOfRange {
+                        name: "adaptive",
+                        value,
+                        expected: "1 (yield on any buffer: adaptive threshold, drain then halve) or 0 (DTL's fixed-target AIMD)",
+                    })
+                }
+            }
             "variant" => {
                 if value == 0.0 {
                     self.variant = LedbatVariant::Rfc6817;
@@ -548,7 +629,7 @@ impl LedbatCore {
         Some(result)
     }
 
-    pub(super) fn parameters(&self) -> [(&'static str, f64); 9] {
+    pub(super) fn parameters(&self) -> [(&'static str, f64); 10] {
         [
             ("target_ms", self.target_us / 1e3),
             ("gain", self.gain),
@@ -561,6 +642,7 @@ impl LedbatCore {
                 if self.initial_slowdown { 1.0 } else { 0.0 },
             ),
             ("ss_exit", self.ss_exit),
+            ("adaptive", if self.adaptive { 1.0 } else { 0.0 }),
             ("variant", self.variant.as_f64()),
         ]
     }
@@ -568,7 +650,7 @@ impl LedbatCore {
 
 /// The names [`LedbatCore::set_parameter`] knows, for error messages.
 pub(super) const LEDBAT_PARAMETERS: &str =
-    "target_ms, gain, beta, delay_beta, base_history, current_filter, initial_slowdown, ss_exit, variant";
+    "target_ms, gain, beta, delay_beta, base_history, current_filter, initial_slowdown, ss_exit, adaptive, variant";
 
 fn check_range(
     name: &'static str,
@@ -779,6 +861,14 @@ mod tests {
     use super::super::newreno::test_support::{self, send, SMSS};
     use super::super::RttEstimate;
     use super::*;
+
+    /// DTL's fixed-target LEDBAT (`adaptive = 0`), which most of these
+    /// tests pin down; the yielding controller has its own tests.
+    fn dtl_ledbat(smss: u64, initial_window: u64) -> Ledbat {
+        let mut cc = Ledbat::new(smss, initial_window);
+        cc.set_parameter("adaptive", 0.0).unwrap();
+        cc
+    }
     use proptest::prelude::*;
 
     const S: u64 = SMSS;
@@ -822,6 +912,7 @@ mod tests {
         filter: f64,
     ) -> Ledbat {
         let mut cc = Ledbat::with_variant(S, 2 * segments * S, variant);
+        cc.set_parameter("adaptive", 0.0).unwrap();
         cc.set_parameter("current_filter", filter).unwrap();
         // An app-limited first sample: the base delay, no growth.
         let mut first = ack(t(0), Some(20_000 + offset), 40);
@@ -850,7 +941,7 @@ mod tests {
 
     #[test]
     fn initial_slow_start_doubles_until_the_first_loss() {
-        let mut cc = Ledbat::new(S, 10 * S);
+        let mut cc = dtl_ledbat(S, 10 * S);
         // DTL's exact behaviour: only a loss ends the initial slow start.
         cc.set_parameter("ss_exit", 0.0).unwrap();
         assert!(cc.in_slow_start());
@@ -883,7 +974,7 @@ mod tests {
     #[test]
     fn initial_slow_start_ends_at_half_the_target_by_default() {
         for (queuing_ms, ends) in [(40i64, false), (49, false), (51, true), (300, true)] {
-            let mut cc = Ledbat::new(S, 10 * S);
+            let mut cc = dtl_ledbat(S, 10 * S);
             let mut now = t(0);
             // One round at the base delay, then one at the queuing delay.
             for q in [0, queuing_ms] {
@@ -1026,7 +1117,7 @@ mod tests {
     /// two RTTs at the minimum window, then slow start back.
     #[test]
     fn one_slowdown_follows_the_initial_slow_start() {
-        let mut cc = Ledbat::new(S, 10 * S);
+        let mut cc = dtl_ledbat(S, 10 * S);
         cc.set_parameter("current_filter", 1.0).unwrap();
         frame(&mut cc, t(40), t(0), 20_000);
         send(&mut cc, t(40), 11);
@@ -1054,7 +1145,7 @@ mod tests {
         assert!(cc.window() > back_to);
 
         // initial_slowdown = 0: DTL's behaviour, no slowdown.
-        let mut cc = Ledbat::new(S, 10 * S);
+        let mut cc = dtl_ledbat(S, 10 * S);
         cc.set_parameter("initial_slowdown", 0.0).unwrap();
         frame(&mut cc, t(40), t(0), 20_000);
         send(&mut cc, t(40), 11);
@@ -1200,7 +1291,7 @@ mod tests {
 
     #[test]
     fn parameters_are_validated_and_listed() {
-        let mut cc = Ledbat::new(S, 10 * S);
+        let mut cc = dtl_ledbat(S, 10 * S);
         for (name, bad) in [
             ("target_ms", 0.0),
             ("target_ms", f64::NAN),

@@ -9,6 +9,10 @@
 //! - [`NewReno`]: RFC 5681 (slow start, congestion avoidance) with the
 //!   RFC 6582 recovery period.
 //! - [`Cubic`]: RFC 9438.
+//! - [`Bbr`]: a BBR-style model-based controller.
+//! - [`Ledbat`]: RFC 6817 with DTL's changes, and LEDBAT++.
+//! - [`MulTcp`]: N virtual flows ([`virtual_flows`] by default).
+//! - [`Priority`]: DTL's priority p ≥ 0, changeable on a live connection.
 //!
 //! Parameters can be changed on a live connection through
 //! [`CongestionController::set_parameter`], which is how later layers
@@ -21,6 +25,8 @@ mod ledbat;
 mod multcp;
 mod newreno;
 mod priority;
+mod virtual_flows;
+mod yielding;
 
 pub use bbr::Bbr;
 pub use cubic::Cubic;
@@ -153,7 +159,8 @@ pub trait CongestionController: Send + fmt::Debug {
     fn parameters(&self) -> Vec<(&'static str, f64)>;
 }
 
-/// The controllers Braid ships, selectable by name (`newreno`, `cubic`).
+/// The controllers Braid ships, selectable by name (`newreno`, `cubic`,
+/// `bbr`, `ledbat`, `ledbat++`, `multcp`, `priority`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CcAlgorithm {
@@ -181,7 +188,15 @@ pub enum CcAlgorithm {
 
 impl CcAlgorithm {
     /// Every algorithm, in the order shown to users.
-    pub const ALL: [CcAlgorithm; 2] = [CcAlgorithm::NewReno, CcAlgorithm::Cubic];
+    pub const ALL: [CcAlgorithm; 7] = [
+        CcAlgorithm::NewReno,
+        CcAlgorithm::Cubic,
+        CcAlgorithm::Bbr,
+        CcAlgorithm::Ledbat,
+        CcAlgorithm::LedbatPlusPlus,
+        CcAlgorithm::MulTcp,
+        CcAlgorithm::Priority,
+    ];
 
     /// Build a controller for packets of `max_datagram_size` bytes with an
     /// initial window of `initial_window` bytes.

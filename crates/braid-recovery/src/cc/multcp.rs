@@ -54,6 +54,7 @@ use braid_core::Instant;
 
 use super::cubic::CubicCore;
 use super::newreno::{f64_to_bytes, Window};
+use super::virtual_flows::{FlowKind, VirtualFlows};
 use super::{Acked, CcError, CongestionController};
 
 /// Largest accepted N: DTL reports that MulTCP stops scaling beyond about
@@ -82,6 +83,13 @@ pub(super) enum Base {
 }
 
 impl Base {
+    fn flow_kind(self) -> FlowKind {
+        match self {
+            Base::Reno => FlowKind::Reno,
+            Base::Cubic => FlowKind::Cubic,
+        }
+    }
+
     /// The `multcp_base` parameter's value.
     fn value(self) -> f64 {
         match self {
@@ -104,9 +112,20 @@ pub(super) struct MulTcpCore {
     smooth: Option<SmoothStart>,
     /// Growth below one byte, kept so that small increments add up.
     frac: f64,
+    /// The N virtual flows ([`super::virtual_flows`]), used after slow
+    /// start unless `virtual_flows = 0` selects the aggregate AIMD above.
+    flows: VirtualFlows,
+    virtual_flows: bool,
 }
 
 impl MulTcpCore {
+    /// The virtual flows drive congestion avoidance and losses. With N = 1
+    /// both models are one Reno or CUBIC flow, and the aggregate code is
+    /// exactly [`super::Cubic`]'s, so it stays in charge.
+    fn uses_virtual_flows(&self) -> bool {
+        self.virtual_flows && self.n != 1.0
+    }
+
     /// `n` virtual flows of kind `base` (callers validate `n`; Reno flows
     /// use the MulTCP2 decrease), for a window that starts at
     /// `initial_window` bytes.
@@ -122,6 +141,8 @@ impl MulTcpCore {
                 round_acked: 0.0,
             }),
             frac: 0.0,
+            flows: VirtualFlows::new(n, base.flow_kind()),
+            virtual_flows: true,
         }
     }
 
@@ -134,6 +155,7 @@ impl MulTcpCore {
     pub(super) fn set_n(&mut self, n: f64) {
         self.n = n;
         self.cubic.set_n(n);
+        self.flows.set_n(n);
     }
 
     /// Additive increase of the Reno base, segments per round trip.
@@ -196,6 +218,9 @@ impl MulTcpCore {
         // CUBIC's clock skips application-limited time (RFC 9438 §5.8).
         self.cubic.observe(now, acked);
         if grow == 0 {
+            if self.uses_virtual_flows() && w.cwnd >= w.ssthresh {
+                self.flows.on_ack(w, now, acked, 0);
+            }
             return;
         }
         let mut rest = grow as f64;
@@ -223,7 +248,9 @@ impl MulTcpCore {
                 self.smooth = None;
             }
         }
-        if rest > 0.0 && w.cwnd >= w.ssthresh {
+        if rest > 0.0 && w.cwnd >= w.ssthresh && self.uses_virtual_flows() {
+            self.flows.on_ack(w, now, acked, f64_to_bytes(rest));
+        } else if rest > 0.0 && w.cwnd >= w.ssthresh {
             match self.base {
                 Base::Reno => {
                     let cwnd = self.cwnd(w).max(1.0);
@@ -247,6 +274,21 @@ impl MulTcpCore {
         lost_bytes: u64,
         persistent: bool,
     ) {
+        if self.uses_virtual_flows() {
+            let packets = lost_bytes.div_ceil(w.smss).max(1);
+            if self.flows.on_loss(w, now, lost_sent_time, packets) {
+                self.frac = 0.0;
+            }
+            w.remove_lost(lost_bytes);
+            if persistent {
+                w.persistent_congestion();
+                self.frac = 0.0;
+            }
+            if w.ssthresh != u64::MAX {
+                self.smooth = None;
+            }
+            return;
+        }
         match self.base {
             Base::Reno => {
                 if let Some(flight_size) = w.begin_recovery(now, lost_sent_time) {
@@ -274,6 +316,14 @@ impl MulTcpCore {
     }
 
     pub(super) fn on_timeout(&mut self, w: &mut Window, now: Instant) {
+        if self.uses_virtual_flows() {
+            // All N flows time out together (RFC 5681 §3.1 with their β).
+            w.on_timeout(now, self.flows.kind().beta());
+            self.flows.on_timeout(now);
+            self.frac = 0.0;
+            self.smooth = None;
+            return;
+        }
         match self.base {
             Base::Reno => {
                 w.on_timeout(now, 1.0 - self.decrease());
@@ -288,6 +338,16 @@ impl MulTcpCore {
     /// of MulTCP's. Nothing changes when the value is rejected.
     pub(super) fn set_parameter(&mut self, name: &str, value: f64) -> Option<Result<(), CcError>> {
         match name {
+            "virtual_flows" => Some(if value == 0.0 || value == 1.0 {
+                self.virtual_flows = value == 1.0;
+                Ok(())
+            } else {
+                Err(CcError::OutOfRange {
+                    name: "virtual_flows",
+                    value,
+                    expected: "1 (N virtual flows, each reacting to its own losses) or 0 (one aggregate AIMD: MulTCP2 or CUBIC scaled to N)",
+                })
+            }),
             "multcp2" => Some(if value == 0.0 || value == 1.0 {
                 self.multcp2 = value == 1.0;
                 Ok(())
@@ -308,6 +368,7 @@ impl MulTcpCore {
                     // CUBIC takes over a window Reno grew like any other
                     // controller's; Reno needs no state.
                     self.base = base;
+                    self.flows.set_kind(base.flow_kind());
                     self.cubic.reset();
                     self.frac = 0.0;
                 }
@@ -320,6 +381,15 @@ impl MulTcpCore {
                 })
             }),
             _ => None,
+        }
+    }
+
+    /// The `virtual_flows` parameter: 1 = N virtual flows, 0 = aggregate.
+    pub(super) fn virtual_flows(&self) -> f64 {
+        if self.virtual_flows {
+            1.0
+        } else {
+            0.0
         }
     }
 
@@ -386,8 +456,12 @@ pub(super) fn check_n(name: &'static str, value: f64) -> Result<f64, CcError> {
 ///
 /// Parameters ([`CongestionController::set_parameter`]):
 /// - `n`: number of virtual flows, a real in (0, 100], default 1;
-/// - `multcp2`: 1 = MulTCP2 decrease `2/(3N+1)` (default), 0 = original
-///   MulTCP `1/(2N)` (Reno flows only);
+/// - `virtual_flows`: 1 = N virtual flows, each with its own window and
+///   recovery period ([`super::virtual_flows`], default: N shares whether
+///   losses are independent or synchronised by a drop-tail queue), 0 = one
+///   aggregate AIMD (the MulTCP2 decrease or CUBIC scaled to N, below);
+/// - `multcp2` (aggregate only): 1 = MulTCP2 decrease `2/(3N+1)` (default),
+///   0 = original MulTCP `1/(2N)` (Reno flows only);
 /// - `multcp_base`: 0 = N virtual Reno flows (MulTCP, default), 1 = N
 ///   virtual CUBIC flows (RFC 9438 scaled to N: `C_N = N·C`, `β_N = (N − 1 + β)/N`; see
 ///   the `cubic` module docs; N = 1 is [`super::Cubic`]);
@@ -398,11 +472,21 @@ pub(super) fn check_n(name: &'static str, value: f64) -> Result<f64, CcError> {
 /// use braid_recovery::cc::{CongestionController, MulTcp};
 /// use braid_recovery::Instant;
 ///
+/// // N = 3 virtual Reno flows of 40 segments: one loss halves one of them.
+/// let mut cc = MulTcp::new(1000, 120 * 1000, 3.0).unwrap();
+/// for i in 1..=120 {
+///     cc.on_sent(Instant::ZERO, 1000, i * 1000);
+/// }
+/// cc.on_congestion_event(Instant::from_micros(50_000), Instant::ZERO, 1000, false);
+/// assert_eq!(cc.window(), 100_000);
+///
+/// // The aggregate model, MulTCP2: a loss gives up b = 2/(3N+1) = 0.2 of
+/// // the flight size.
 /// let mut cc = MulTcp::new(1000, 100 * 1000, 3.0).unwrap();
+/// cc.set_parameter("virtual_flows", 0.0).unwrap();
 /// for i in 1..=100 {
 ///     cc.on_sent(Instant::ZERO, 1000, i * 1000);
 /// }
-/// // MulTCP2: a loss gives up b = 2/(3N+1) = 0.2 of the flight size.
 /// cc.on_congestion_event(Instant::from_micros(50_000), Instant::ZERO, 1000, false);
 /// assert_eq!(cc.window(), 80_000);
 /// assert!(MulTcp::new(1000, 10_000, 0.0).is_err());
@@ -411,6 +495,7 @@ pub(super) fn check_n(name: &'static str, value: f64) -> Result<f64, CcError> {
 /// // N = 3 CUBIC flows: one of them keeps β = 0.7 of its third, so the
 /// // aggregate keeps β_N = (N − 1 + β)/N = 0.9.
 /// let mut cc = MulTcp::new(1000, 100 * 1000, 3.0).unwrap();
+/// cc.set_parameter("virtual_flows", 0.0).unwrap();
 /// cc.set_parameter("multcp_base", 1.0).unwrap();
 /// for i in 1..=100 {
 ///     cc.on_sent(Instant::ZERO, 1000, i * 1000);
@@ -503,7 +588,7 @@ impl CongestionController for MulTcp {
                 Err(CcError::UnknownParameter {
                     controller: "multcp",
                     name: name.to_string(),
-                    known: "n, multcp2, multcp_base, min_window".to_string(),
+                    known: "n, virtual_flows, multcp2, multcp_base, min_window".to_string(),
                 })
             }),
         }
@@ -512,6 +597,7 @@ impl CongestionController for MulTcp {
     fn parameters(&self) -> Vec<(&'static str, f64)> {
         vec![
             ("n", self.core.n()),
+            ("virtual_flows", self.core.virtual_flows()),
             ("multcp2", self.core.multcp2()),
             ("multcp_base", self.core.base()),
             ("min_window", self.window.min_window as f64),
@@ -596,6 +682,7 @@ mod tests {
     #[test]
     fn loss_shrinks_by_the_multcp2_factor_once_per_round_trip() {
         let mut cc = MulTcp::new(S, 70 * S, 2.0).unwrap();
+        cc.set_parameter("virtual_flows", 0.0).unwrap();
         send(&mut cc, t(0), 70);
         cc.on_congestion_event(t(10), t(0), S, false);
         assert_eq!(cc.window(), 50 * S); // 70·(1 − 2/7)
@@ -614,10 +701,18 @@ mod tests {
     #[test]
     fn app_limited_flight_keeps_the_restart_window() {
         let mut cc = MulTcp::new(S, 10 * S, 2.0).unwrap();
+        cc.set_parameter("virtual_flows", 0.0).unwrap();
         send(&mut cc, t(0), 3);
         cc.on_congestion_event(t(50), t(0), S, false);
         assert_eq!(cc.window(), 10 * S);
         assert_eq!(cc.ssthresh(), 3 * S * 5 / 7); // 1 − 2/7 of the flight
+        // Virtual flows: the flight (3 segments) is shared by the two
+        // flows; one halves the 1.5 it had out, the other keeps its 5.
+        let mut cc = MulTcp::new(S, 10 * S, 2.0).unwrap();
+        send(&mut cc, t(0), 3);
+        cc.on_congestion_event(t(50), t(0), S, false);
+        assert_eq!(cc.window(), 10 * S);
+        assert_eq!(cc.ssthresh(), 23 * S / 4);
     }
 
     /// Test driver for the CUBIC base: one of a few kinds of event.
@@ -653,8 +748,9 @@ mod tests {
         let mut reno = MulTcp::new(S, 100 * S, 2.0).unwrap();
         let mut cubic = MulTcp::new(S, 100 * S, 2.0).unwrap();
         cubic.set_parameter("multcp_base", 1.0).unwrap();
-        assert_eq!(cubic.parameters()[2], ("multcp_base", 1.0));
+        assert_eq!(cubic.parameters()[3], ("multcp_base", 1.0));
         for cc in [&mut reno, &mut cubic] {
+            cc.set_parameter("virtual_flows", 0.0).unwrap();
             send(cc, t(0), 100);
             cc.on_congestion_event(t(10), t(0), S, false);
         }
@@ -717,6 +813,7 @@ mod tests {
     #[test]
     fn timeout_uses_the_multcp_decrease_for_ssthresh() {
         let mut cc = MulTcp::new(S, 70 * S, 2.0).unwrap();
+        cc.set_parameter("virtual_flows", 0.0).unwrap();
         send(&mut cc, t(0), 70);
         cc.on_retransmission_timeout(t(500));
         assert_eq!(cc.window(), S);
@@ -754,12 +851,13 @@ mod tests {
             .set_parameter("priority", 1.0)
             .unwrap_err()
             .to_string()
-            .contains("n, multcp2, multcp_base, min_window"));
+            .contains("n, virtual_flows, multcp2, multcp_base, min_window"));
         cc.set_parameter("n", 2.5).unwrap();
         assert_eq!(
             cc.parameters(),
             vec![
                 ("n", 2.5),
+                ("virtual_flows", 1.0),
                 ("multcp2", 1.0),
                 ("multcp_base", 0.0),
                 ("min_window", (2 * S) as f64)

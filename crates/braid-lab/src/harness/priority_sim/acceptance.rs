@@ -1,8 +1,12 @@
-//! Issue 5's acceptance criteria, evaluated on the reports of one scenario
-//! (from the simulator or the emulator), so that `braid sim priority` and
-//! `braid bench priority` print the same verdicts computed the same way.
+//! Issue 5's acceptance criteria, with issue 25's for `polite` (TCP beside
+//! the p = 0 flow against TCP alone on the same link, ≥ 0.9, ≥ 0.8 under an
+//! AQM; p = 0 alone against the link or TCP alone, whichever is less),
+//! evaluated on the reports of one scenario (from the simulator or the
+//! emulator), so that `braid sim priority` and `braid bench priority`
+//! print the same verdicts computed the same way.
 
 use super::report::{jain_index, PhaseResult, ScenarioReport};
+use super::timing::has_aqm;
 
 /// One criterion: what was measured against what is wanted.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -69,19 +73,40 @@ pub fn checks(reports: &[ScenarioReport], ledbat_target_ms: f64) -> Vec<Check> {
         let s = r.scenario.as_str();
         match s {
             "polite" => {
+                // The yardstick is TCP alone on the same link (issue 25):
+                // on a shallow buffer it cannot fill the link either. A
+                // report without the `tcp_alone` phase (from before it
+                // existed) is judged against the capacity, as then.
+                let alone_tcp = phase(r, "tcp_alone");
+                let tcp_alone_mbps = flow_mbps(alone_tcp, "tcp_alone");
                 let with = phase(r, "with_tcp");
-                out.push(check(
-                    "polite.with_tcp.tcp_share",
-                    capacity_share(with, "tcp"),
-                    Some(0.9),
-                    None,
-                ));
+                if tcp_alone_mbps.is_some() {
+                    // An AQM drops early, from both flows: the delay-based
+                    // flow sees little queue to back off from.
+                    let lo = if has_aqm(&r.link) { 0.8 } else { 0.9 };
+                    out.push(check(
+                        "polite.with_tcp.tcp_over_tcp_alone",
+                        ratio(flow_mbps(with, "tcp"), tcp_alone_mbps),
+                        Some(lo),
+                        None,
+                    ));
+                } else {
+                    out.push(check(
+                        "polite.with_tcp.tcp_share",
+                        capacity_share(with, "tcp"),
+                        Some(0.9),
+                        None,
+                    ));
+                }
+                // p = 0 alone: 0.9 of the link, or of TCP alone where TCP
+                // alone reaches less.
+                let yardstick = capacity_share(alone_tcp, "tcp_alone").map_or(1.0, |s| s.min(1.0));
                 for name in ["alone", "alone_again"] {
                     let p = phase(r, name);
                     out.push(check(
                         format!("polite.{name}.ledbat_share"),
                         capacity_share(p, "ledbat"),
-                        Some(0.9),
+                        Some(0.9 * yardstick),
                         None,
                     ));
                     out.push(check(
@@ -298,5 +323,48 @@ mod tests {
             100.0,
         );
         assert_eq!(multcp[0].want, "1.500..=2.500");
+    }
+
+    #[test]
+    fn polite_is_judged_against_tcp_alone_and_leniently_under_an_aqm() {
+        let cfg = crate::harness::priority_sim::polite(&ScenarioOptions {
+            scale: 0.02,
+            ..ScenarioOptions::default()
+        })
+        .unwrap();
+        let mut r = run(&cfg).unwrap();
+        // The default link: 10 Mbit/s.
+        let set = |r: &mut ScenarioReport, phase: &str, label: &str, mbps: f64| {
+            let p = r.phases.iter_mut().find(|p| p.name == phase).unwrap();
+            let f = p.flows.iter_mut().find(|f| f.label == label).unwrap();
+            f.mbps = mbps;
+            f.share_of_capacity = Some(mbps / 10.0);
+        };
+        let get = |r: &ScenarioReport, name: &str| {
+            checks(std::slice::from_ref(r), 100.0)
+                .into_iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        set(&mut r, "tcp_alone", "tcp_alone", 8.5);
+        set(&mut r, "with_tcp", "tcp", 7.8);
+        set(&mut r, "alone", "ledbat", 7.7);
+        let c = get(&r, "polite.with_tcp.tcp_over_tcp_alone");
+        assert!(c.pass && (c.value.unwrap() - 7.8 / 8.5).abs() < 1e-9, "{c:?}");
+        // 0.9 of TCP alone's 0.85 of the link.
+        let c = get(&r, "polite.alone.ledbat_share");
+        assert!(c.pass && c.want == ">= 0.765", "{c:?}");
+        set(&mut r, "alone", "ledbat", 7.6);
+        assert!(!get(&r, "polite.alone.ledbat_share").pass);
+        set(&mut r, "with_tcp", "tcp", 7.2);
+        assert!(!get(&r, "polite.with_tcp.tcp_over_tcp_alone").pass);
+        r.link.push_str(",aqm=codel");
+        let c = get(&r, "polite.with_tcp.tcp_over_tcp_alone");
+        assert!(c.pass && c.want == ">= 0.800", "{c:?}");
+        // A report from before the TCP-alone phase: the capacity.
+        r.phases.retain(|p| p.name != "tcp_alone");
+        let c = get(&r, "polite.with_tcp.tcp_share");
+        assert!(!c.pass && c.want == ">= 0.900", "{c:?}");
+        assert_eq!(get(&r, "polite.alone_again.ledbat_share").want, ">= 0.900");
     }
 }

@@ -29,7 +29,10 @@
 //!
 //! Scenario builders ([`polite`], [`latecomer`], [`multcp`],
 //! [`multcp_pair`], [`switch`], [`five`]) follow DTL's figures; their
-//! timings scale with [`ScenarioOptions::scale`]. [`parse_priority_schedule`]
+//! timings scale with [`ScenarioOptions::scale`]. The issue-25 grid runs
+//! [`versus`] and [`pair`] with a scale from [`epoch_timing`], so that each
+//! measured phase spans several congestion epochs of the competing TCP on
+//! the link at hand. [`parse_priority_schedule`]
 //! reads the `0@0s,1@60s,2@120s` syntax of a priority schedule.
 //!
 //! ```
@@ -47,6 +50,7 @@ mod host;
 mod report;
 mod scenarios;
 mod schedule;
+mod timing;
 
 pub use acceptance::{checks, Check};
 pub use report::{
@@ -54,10 +58,14 @@ pub use report::{
     ScenarioReport, Snapshot, SwitchRecord, SwitchResult,
 };
 pub use scenarios::{
-    five, latecomer, multcp, multcp_pair, polite, scenarios, switch, ScenarioOptions, DEFAULT_LINK,
-    MULTCP_LINK, SWITCH_LINK,
+    five, latecomer, multcp, multcp_pair, pair, polite, scenarios, switch, timing_name, versus,
+    ScenarioOptions, DEFAULT_LINK, MULTCP_LINK, SCENARIO_NAMES, SWITCH_LINK,
 };
 pub use schedule::{parse_priority_schedule, ScheduleError};
+pub use timing::{
+    epoch, epoch_timing, has_aqm, paper_phase_secs, EpochTiming, AQM_QUEUE_DELAY,
+    DEFAULT_MAX_PHASE, MIN_PHASE,
+};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -202,7 +210,7 @@ pub enum ScenarioError {
     },
     /// The scenario name is not known.
     #[error(
-        "unknown priority scenario `{0}`: expected one of polite, latecomer, multcp, switch, five"
+        "unknown priority scenario `{0}`: expected one of polite, latecomer, multcp, switch, five, versus, pair"
     )]
     UnknownScenario(String),
     /// A connection could not be opened.
@@ -487,13 +495,24 @@ mod tests {
         };
         assert!(polite(&bad).unwrap_err().to_string().contains("`scale`"));
         let bad = ScenarioOptions {
-            ns: vec![0.0],
+            ns: vec![-1.0],
             ..ScenarioOptions::default()
         };
         assert!(scenarios("multcp", &bad)
             .unwrap_err()
             .to_string()
             .contains("`ns`"));
+        // p = 0 against TCP is polite, not MulTCP(0); a pair at 0 is fine.
+        let zero = ScenarioOptions {
+            ns: vec![0.0],
+            ..ScenarioOptions::default()
+        };
+        assert!(scenarios("multcp", &zero)
+            .unwrap_err()
+            .to_string()
+            .contains("`n`"));
+        assert_eq!(scenarios("versus", &zero).unwrap()[0].name, "polite");
+        assert_eq!(scenarios("pair", &zero).unwrap()[0].name, "multcp_pair_0");
         assert!(scenarios("nope", &opts)
             .unwrap_err()
             .to_string()

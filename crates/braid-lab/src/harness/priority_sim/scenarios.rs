@@ -1,6 +1,8 @@
 //! The scenarios of DTL's evaluation (issue 5): `polite`, `latecomer`,
 //! `multcp`, `switch` and `five`, with the paper's links and timings, scaled
-//! by [`ScenarioOptions::scale`].
+//! by [`ScenarioOptions::scale`]; and the two of the issue-25 grid, `versus`
+//! (one DTL flow at priority p against one TCP flow: `polite` at p = 0,
+//! `multcp` above) and `pair` (two DTL flows at the same p, from the start).
 
 use std::time::Duration;
 
@@ -9,10 +11,23 @@ use braid_proto::CcAlgorithm;
 
 use super::{FlowSpec, PhaseSpec, ScenarioConfig, ScenarioError};
 
-/// A scenario by name (`polite`, `latecomer`, `multcp`, `switch`, `five`).
-/// `latecomer` gives DTL's multiplicative decrease, then RFC 6817's
-/// additive decrease (the baseline it is compared with). `multcp` gives one MulTCP(N) flow against one TCP flow for each N in
-/// [`ScenarioOptions::ns`], then two MulTCP(N) flows for each N.
+/// The scenario names [`scenarios`] knows.
+pub const SCENARIO_NAMES: [&str; 7] = [
+    "polite",
+    "latecomer",
+    "multcp",
+    "switch",
+    "five",
+    "versus",
+    "pair",
+];
+
+/// A scenario by name (one of [`SCENARIO_NAMES`]). `latecomer` gives DTL's
+/// multiplicative decrease, then RFC 6817's additive decrease (the baseline
+/// it is compared with). `multcp` gives one MulTCP(N) flow against one TCP
+/// flow for each N in [`ScenarioOptions::ns`], then two MulTCP(N) flows for
+/// each N. `versus` gives [`versus`] and `pair` [`pair`] for each N in
+/// `ns` (where N may be 0).
 pub fn scenarios(name: &str, opts: &ScenarioOptions) -> Result<Vec<ScenarioConfig>, ScenarioError> {
     Ok(match name {
         "polite" => vec![polite(opts)?],
@@ -29,6 +44,16 @@ pub fn scenarios(name: &str, opts: &ScenarioOptions) -> Result<Vec<ScenarioConfi
         }
         "switch" => vec![switch(opts)?],
         "five" => vec![five(opts)?],
+        "versus" => opts
+            .ns
+            .iter()
+            .map(|&n| versus(opts, n))
+            .collect::<Result<_, _>>()?,
+        "pair" => opts
+            .ns
+            .iter()
+            .map(|&n| pair(opts, n))
+            .collect::<Result<_, _>>()?,
         _ => return Err(ScenarioError::UnknownScenario(name.to_string())),
     })
 }
@@ -108,10 +133,10 @@ impl ScenarioOptions {
                 expected: "a time scale greater than 0 and at most 100",
             });
         }
-        if self.ns.is_empty() || self.ns.iter().any(|n| !(*n > 0.0 && *n <= 100.0)) {
+        if self.ns.is_empty() || self.ns.iter().any(|n| !(*n >= 0.0 && *n <= 100.0)) {
             return Err(ScenarioError::InvalidConfig {
                 field: "ns".to_string(),
-                expected: "one or more numbers of virtual flows, each in (0, 100]",
+                expected: "one or more priorities, each in [0, 100] (above 0 for multcp)",
             });
         }
         Ok(())
@@ -153,19 +178,36 @@ pub const MULTCP_LINK: &str = "rtt=40ms,rate=10mbit,queue=250kb,loss=0.2%";
 pub const SWITCH_LINK: &str = "rtt=25ms,rate=5mbit,queue=125kb";
 
 /// `polite`: one LEDBAT flow (DTL priority 0) alone for 40 s, with one TCP
-/// flow from 40 s to 80 s, alone again until 120 s (times × scale). Phases
-/// `alone` (10–40 s), `with_tcp` (50–80 s), `alone_again` (90–120 s).
+/// flow from 40 s to 80 s, alone again until 120 s, then, once it has
+/// stopped, a second TCP flow alone from 125 s to 160 s (times × scale).
+/// Phases `alone` (10–40 s), `with_tcp` (50–80 s), `alone_again`
+/// (90–120 s) and `tcp_alone` (130–160 s).
+///
+/// `tcp_alone` is the yardstick of the other phases (issue 25): on a
+/// shallow buffer TCP alone cannot fill the link either (NewReno alone
+/// reaches about 0.85 of it at 0.25 BDP), so what TCP keeps beside the
+/// LEDBAT flow is compared with what it reaches alone on the same link,
+/// not with the capacity. It comes last so that the first three phases
+/// keep their indices; the LEDBAT flow stops adding data at 120 s and its
+/// send buffer (about 2 (RTT + 1 s) at the link rate, see
+/// [`super::transport_config`]) has drained by 125 s at every scale of 0.5
+/// or more.
 pub fn polite(opts: &ScenarioOptions) -> Result<ScenarioConfig, ScenarioError> {
     opts.check()?;
-    let mut cfg = opts.config("polite", opts.link_or(DEFAULT_LINK), 120.0);
-    cfg.flows.push(opts.dtl("ledbat", 0.0, opts.at(0.0)));
+    let mut cfg = opts.config("polite", opts.link_or(DEFAULT_LINK), 160.0);
+    let mut ledbat = opts.dtl("ledbat", 0.0, opts.at(0.0));
+    ledbat.stop = Some(opts.at(120.0));
+    cfg.flows.push(ledbat);
     let mut tcp = FlowSpec::new("tcp", opts.tcp, opts.at(40.0));
     tcp.stop = Some(opts.at(80.0));
     cfg.flows.push(tcp);
+    cfg.flows
+        .push(FlowSpec::new("tcp_alone", opts.tcp, opts.at(125.0)));
     cfg.phases = vec![
         opts.phase("alone", 10.0, 40.0),
         opts.phase("with_tcp", 50.0, 80.0),
         opts.phase("alone_again", 90.0, 120.0),
+        opts.phase("tcp_alone", 130.0, 160.0),
     ];
     Ok(cfg)
 }
@@ -203,6 +245,12 @@ pub fn latecomer(opts: &ScenarioOptions, additive: bool) -> Result<ScenarioConfi
 /// (20–200 s).
 pub fn multcp(opts: &ScenarioOptions, n: f64) -> Result<ScenarioConfig, ScenarioError> {
     opts.check()?;
+    if !(n > 0.0 && n <= 100.0) {
+        return Err(ScenarioError::InvalidConfig {
+            field: "n".to_string(),
+            expected: "a priority N in (0, 100] (p = 0 against TCP is polite)",
+        });
+    }
     let mut cfg = opts.config(&format!("multcp_{n}"), opts.link_or(MULTCP_LINK), 200.0);
     cfg.flows
         .push(opts.dtl(&format!("multcp{n}"), n, opts.at(0.0)));
@@ -212,9 +260,16 @@ pub fn multcp(opts: &ScenarioOptions, n: f64) -> Result<ScenarioConfig, Scenario
 }
 
 /// Two MulTCP(N) flows from the start for 200 s, on [`MULTCP_LINK`]; phase
-/// `steady` (20–200 s).
+/// `steady` (20–200 s). N = 0 gives two LEDBAT flows (DTL priority 0)
+/// starting together.
 pub fn multcp_pair(opts: &ScenarioOptions, n: f64) -> Result<ScenarioConfig, ScenarioError> {
     opts.check()?;
+    if !(0.0..=100.0).contains(&n) {
+        return Err(ScenarioError::InvalidConfig {
+            field: "n".to_string(),
+            expected: "a priority in [0, 100]",
+        });
+    }
     let mut cfg = opts.config(
         &format!("multcp_pair_{n}"),
         opts.link_or(MULTCP_LINK),
@@ -226,6 +281,34 @@ pub fn multcp_pair(opts: &ScenarioOptions, n: f64) -> Result<ScenarioConfig, Sce
     }
     cfg.phases = vec![opts.phase("steady", 20.0, 200.0)];
     Ok(cfg)
+}
+
+/// The grid's `versus` (issue 25): one DTL flow at priority `p` against one
+/// TCP flow: [`polite`] (with its TCP-alone yardstick) at p = 0, [`multcp`]
+/// at p > 0.
+pub fn versus(opts: &ScenarioOptions, p: f64) -> Result<ScenarioConfig, ScenarioError> {
+    if p == 0.0 {
+        polite(opts)
+    } else {
+        multcp(opts, p)
+    }
+}
+
+/// The grid's `pair` (issue 25): two DTL flows at the same priority `p`
+/// (0 included) from the start: [`multcp_pair`].
+pub fn pair(opts: &ScenarioOptions, p: f64) -> Result<ScenarioConfig, ScenarioError> {
+    multcp_pair(opts, p)
+}
+
+/// The builder [`versus`] or [`pair`] uses at priority `p`, by the name
+/// [`super::paper_phase_secs`] knows (`polite`, `multcp` or `pair`); other
+/// scenarios are their own.
+pub fn timing_name(scenario: &str, p: f64) -> &str {
+    match scenario {
+        "versus" if p == 0.0 => "polite",
+        "versus" => "multcp",
+        other => other,
+    }
 }
 
 /// `switch` (DTL Fig. 6): one TCP flow and one DTL flow at priority 0,

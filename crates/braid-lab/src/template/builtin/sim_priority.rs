@@ -35,11 +35,9 @@
 
 use std::time::Duration;
 
-use braid_link::{Direction, LinkSpec, QueueLimit, Rate};
-
-use crate::harness::priority_sim::{self, ScenarioConfig, ScenarioError, ScenarioOptions};
+use crate::harness::priority_sim::{self, EpochTiming, ScenarioConfig, ScenarioError, ScenarioOptions};
 use crate::param::{ParamDecl, ParamType, Params, Value};
-use crate::template::builtin::priority;
+use crate::template::builtin::priority::{self, setup, setup::ScenarioChoice};
 use crate::template::builtin::sim_transfer::{cc_param, cc_value, CC_NAMES};
 use crate::template::{Context, Template, TemplateError};
 
@@ -47,8 +45,9 @@ use crate::template::{Context, Template, TemplateError};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SimPriority;
 
-/// The scenarios, as the `scenario` parameter names them.
-pub const SCENARIOS: [&str; 5] = ["polite", "latecomer", "multcp", "switch", "five"];
+/// The scenarios, as the `scenario` parameter names them (DTL's five and
+/// the issue-25 grid's `versus` and `pair`).
+pub const SCENARIOS: [&str; 7] = priority_sim::SCENARIO_NAMES;
 
 /// Wall seconds one simulated second of a 10 Mbit/s scenario costs
 /// (release build, about 1,700 packets and their acknowledgements): for
@@ -83,48 +82,18 @@ pub fn parse_controller_params(text: &str) -> Result<Vec<(String, f64)>, String>
         .collect()
 }
 
-/// The path of an experiment: `base` with the overrides that are set.
-fn apply_link_overrides(
-    base: &LinkSpec,
-    rtt: Duration,
-    rate_mbps: f64,
-    queue: Duration,
-) -> Result<LinkSpec, TemplateError> {
-    if rtt.is_zero() && rate_mbps == 0.0 && queue.is_zero() {
-        return Ok(base.clone());
-    }
-    let rate = if rate_mbps > 0.0 {
-        let bps = (rate_mbps * 1e6).round();
-        Some(
-            Rate::from_bits_per_sec(bps as u64)
-                .ok_or_else(|| TemplateError::Invalid(format!("rate_mbps: {rate_mbps} is out of range")))?,
-        )
-    } else {
-        None
-    };
-    let set = |mut p: braid_link::LinkParams| -> Result<braid_link::LinkParams, TemplateError> {
-        if !rtt.is_zero() {
-            p.delay = rtt / 2;
-        }
-        if let Some(r) = rate {
-            p.rate = Some(r);
-            p.trace = None;
-        }
-        if !queue.is_zero() {
-            let r = p.rate.ok_or_else(|| {
-                TemplateError::Invalid("queue: the link has no rate to size a queue by (set rate_mbps)".into())
-            })?;
-            p.queue = Some(QueueLimit::Bytes(r.bytes_in(queue).max(1500)));
-        }
-        Ok(p)
-    };
-    let (a2b, b2a) = (set(base.params(Direction::AToB))?, set(base.params(Direction::BToA))?);
-    LinkSpec::asymmetric(a2b, b2a).map_err(|e| TemplateError::Invalid(format!("link overrides: {e}")))
-}
-
 impl SimPriority {
     /// The scenario config of an experiment's parameters and seed.
     pub fn config(params: &Params, seed: u64) -> Result<ScenarioConfig, TemplateError> {
+        Self::config_and_timing(params, seed).map(|(cfg, _)| cfg)
+    }
+
+    /// [`SimPriority::config`], with the epoch timing when `epochs` set the
+    /// scale.
+    pub fn config_and_timing(
+        params: &Params,
+        seed: u64,
+    ) -> Result<(ScenarioConfig, Option<EpochTiming>), TemplateError> {
         let scenario = params.str("scenario")?;
         let mut dtl_params = Vec::new();
         if params.str("ledbat")? == "ledbat++" {
@@ -145,31 +114,18 @@ impl SimPriority {
         let n = params.float("n")?;
         let opts = ScenarioOptions {
             link: priority::link_override(params)?,
-            scale: params.float("scale")?,
+            scale: 1.0,
             tcp: cc_param(params, "tcp")?,
             ns: vec![n],
             dtl_params,
             seed,
         };
-        let invalid = |e: ScenarioError| TemplateError::Invalid(e.to_string());
-        let mut cfg = match scenario {
-            "polite" => priority_sim::polite(&opts),
-            "latecomer" => priority_sim::latecomer(&opts, additive),
-            "multcp" if params.bool("multcp_pair")? => priority_sim::multcp_pair(&opts, n),
-            "multcp" => priority_sim::multcp(&opts, n),
-            "switch" => priority_sim::switch(&opts),
-            "five" => priority_sim::five(&opts),
-            other => return Err(invalid(ScenarioError::UnknownScenario(other.to_string()))),
-        }
-        .map_err(invalid)?;
-        cfg.link = apply_link_overrides(
-            &cfg.link,
-            params.duration("rtt")?,
-            params.float("rate_mbps")?,
-            params.duration("queue")?,
-        )?;
-        priority_sim::validate(&cfg).map_err(invalid)?;
-        Ok(cfg)
+        let choice = ScenarioChoice { scenario, n, multcp_pair: params.bool("multcp_pair")?, additive };
+        let scale = params.float("scale")?;
+        let explicit = move |_: &ScenarioConfig| Ok((scale != 1.0).then_some(scale));
+        let (cfg, timing) = setup::configure(params, opts, choice, &explicit)?;
+        priority_sim::validate(&cfg).map_err(|e| TemplateError::Invalid(e.to_string()))?;
+        Ok((cfg, timing))
     }
 }
 
@@ -178,11 +134,13 @@ impl Template for SimPriority {
         "sim-priority"
     }
 
-    /// 2: the emulator `priority` template's metrics (by phase and flow
-    /// index, the unit first) and series (at the middle of each bin); the
-    /// empty link as the scenario's own.
+    /// 3: `polite` has a TCP-alone phase (phase3, flow2) and judges TCP
+    /// against it; the `versus` and `pair` scenarios; `queue_bdp`, `aqm`,
+    /// `epochs` and `max_phase`. 2: the emulator `priority` template's
+    /// metrics (by phase and flow index, the unit first) and series (at the
+    /// middle of each bin); the empty link as the scenario's own.
     fn version(&self) -> u32 {
-        2
+        3
     }
 
     fn description(&self) -> &str {
@@ -191,25 +149,25 @@ impl Template for SimPriority {
 
     fn params(&self) -> Vec<ParamDecl> {
         let d = ScenarioOptions::default();
-        vec![
-            ParamDecl::env("scenario", ParamType::one_of(&SCENARIOS), Value::Enum("polite".into()))
-                .doc("DTL's scenario: polite, latecomer, multcp, switch or five"),
+        let mut decls = vec![
+            ParamDecl::env("scenario", ParamType::one_of(&SCENARIOS), Value::Enum("polite".into())).doc(
+                "DTL's scenario: polite, latecomer, multcp, switch or five; or the grid's versus (priority n \
+                 against TCP: polite at n = 0, multcp above) or pair (two flows at priority n)",
+            ),
             ParamDecl::env("link", ParamType::Link, Value::Link(String::new()))
                 .doc("the bottleneck path; empty (default) or any ideal link: the scenario's own, the paper's"),
-            ParamDecl::env("rtt", ParamType::Duration, Value::Duration(Duration::ZERO))
-                .doc("override the path's RTT (0s: keep it)"),
-            ParamDecl::env("rate_mbps", ParamType::float_range(0.0, 100_000.0), Value::Float(0.0))
-                .doc("override the path's rate, Mbit/s (0: keep it)"),
-            ParamDecl::env("queue", ParamType::Duration, Value::Duration(Duration::ZERO))
-                .doc("override the bottleneck buffer, as its drain time at the rate (0s: keep it)"),
+        ];
+        decls.extend(setup::path_and_timing_params());
+        decls.extend([
             ParamDecl::env("scale", ParamType::float_range(1e-3, 100.0), Value::Float(d.scale))
                 .doc("multiplies every time of the scenario (1 = the paper's timings)"),
             ParamDecl::env("tcp", ParamType::one_of(&CC_NAMES), cc_value(d.tcp))
                 .doc("controller of the competing \"TCP\" flows"),
             ParamDecl::env("multcp_pair", ParamType::Bool, Value::Bool(false))
                 .doc("multcp only: two MulTCP(n) flows instead of MulTCP(n) against TCP"),
-            ParamDecl::config("n", ParamType::float_range(1e-3, 100.0), Value::Float(1.0))
-                .doc("multcp only: the DTL flow's priority N (MulTCP(N))"),
+            ParamDecl::config("n", ParamType::float_range(0.0, 100.0), Value::Float(1.0)).doc(
+                "multcp, versus, pair: the DTL flows' priority N (MulTCP(N)); above 0 for multcp",
+            ),
             ParamDecl::config("ledbat", ParamType::one_of(&["ledbat", "ledbat++"]), Value::Enum("ledbat".into()))
                 .doc("the p = 0 controller: LEDBAT or LEDBAT++ (variant=1)"),
             ParamDecl::config(
@@ -222,7 +180,8 @@ impl Template for SimPriority {
                 .doc("the p = 0 controller's delay target, ms (0: the variant's, 100 or 60)"),
             ParamDecl::config("params", ParamType::String, Value::String(String::new()))
                 .doc("extra DTL controller parameters NAME=VALUE, comma-separated, applied last"),
-        ]
+        ]);
+        decls
     }
 
     fn expected_duration(&self, params: &Params) -> Duration {
@@ -233,7 +192,7 @@ impl Template for SimPriority {
     }
 
     fn run(&self, ctx: &mut Context<'_>) -> Result<(), TemplateError> {
-        let mut cfg = SimPriority::config(ctx.params, ctx.seed)?;
+        let (mut cfg, timing) = SimPriority::config_and_timing(ctx.params, ctx.seed)?;
         cfg.wall_deadline = Some(ctx.deadline);
         let report = priority_sim::run(&cfg).map_err(|e| match e {
             ScenarioError::WallDeadline { .. } => TemplateError::Timeout(e.to_string()),
@@ -245,6 +204,9 @@ impl Template for SimPriority {
         ctx.progress(1.0);
         let target = ledbat_target_ms(&cfg.flows.iter().flat_map(|f| f.params.clone()).collect::<Vec<_>>());
         priority::record_report(ctx, &report, target);
+        if let Some(t) = &timing {
+            setup::record_timing(ctx, t);
+        }
         Ok(())
     }
 }

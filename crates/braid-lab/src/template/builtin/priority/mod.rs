@@ -29,23 +29,27 @@
 //! ```
 
 pub mod emu;
+pub mod grid;
 pub mod records;
+pub mod setup;
 
 use std::time::Duration;
 
 use braid_link::LinkSpec;
 use braid_proto::CcAlgorithm;
 
-use crate::harness::priority_sim::{self, ScenarioConfig, ScenarioOptions};
+use crate::harness::priority_sim::{self, EpochTiming, ScenarioConfig, ScenarioOptions};
 use crate::param::{ParamDecl, ParamType, Params, Value};
 use crate::template::{Context, Requirements, Template, TemplateError};
 
 pub use records::{record_report, report_of, report_scalars, report_series, REPORT_ARTIFACT};
 
-/// DTL's scenarios, as the `scenario` parameter names them (the same
-/// names and variants as the `sim-priority` template's: `decrease` picks
-/// latecomer's baseline, `multcp_pair` multcp's pair of MulTCP(n) flows).
-pub const SCENARIOS: [&str; 5] = ["polite", "latecomer", "multcp", "switch", "five"];
+/// DTL's scenarios and the issue-25 grid's (`versus`: priority n against
+/// TCP, `pair`: two flows at priority n), as the `scenario` parameter names
+/// them (the same names and variants as the `sim-priority` template's:
+/// `decrease` picks latecomer's baseline, `multcp_pair` multcp's pair of
+/// MulTCP(n) flows).
+pub const SCENARIOS: [&str; 7] = priority_sim::SCENARIO_NAMES;
 
 /// Shortest default bin of the throughput series: wall-clock samples much
 /// shorter than this are noise.
@@ -55,10 +59,11 @@ pub const MIN_BIN: Duration = Duration::from_millis(250);
 /// testbed, the receivers' start, the 300 ms head start, winding down.
 const SETUP: Duration = Duration::from_secs(5);
 
-/// The paper's length of one run of `scenario` (one of [`SCENARIOS`]).
+/// The paper's length of one run of `scenario` (one of DTL's five; `polite`
+/// with its TCP-alone phase).
 pub fn paper_duration(scenario: &str) -> Option<Duration> {
     let secs = match scenario {
-        "polite" => 120,
+        "polite" => 160,
         "latecomer" => 150,
         "multcp" => 200,
         "switch" => 480,
@@ -77,11 +82,15 @@ impl Template for Priority {
         "priority"
     }
 
-    /// 2: metrics by phase and flow index with the unit first, shared with
-    /// the other priority template; series at the middle of each bin;
-    /// the scenario, its TCP and its timing are the environment.
+    /// 3: `polite` has a TCP-alone phase (phase3, flow2) and judges TCP
+    /// against it; the `versus` and `pair` scenarios; path overrides and
+    /// epoch-scaled timing (`rtt`, `rate_mbps`, `queue`, `queue_bdp`, `aqm`,
+    /// `epochs`, `max_phase`). 2: metrics by phase and flow index with the
+    /// unit first, shared with the other priority template; series at the
+    /// middle of each bin; the scenario, its TCP and its timing are the
+    /// environment.
     fn version(&self) -> u32 {
-        2
+        3
     }
 
     fn description(&self) -> &str {
@@ -95,17 +104,22 @@ impl Template for Priority {
     /// `braid lab best` compares Braid's settings within one network and
     /// one competition. The order and roles are `sim-priority`'s.
     fn params(&self) -> Vec<ParamDecl> {
-        vec![
-            ParamDecl::env("scenario", ParamType::one_of(&SCENARIOS), Value::Enum("switch".into()))
-                .doc("DTL's scenario: polite, latecomer, multcp, switch or five"),
+        let mut decls = vec![
+            ParamDecl::env("scenario", ParamType::one_of(&SCENARIOS), Value::Enum("switch".into())).doc(
+                "DTL's scenario: polite, latecomer, multcp, switch or five; or the grid's versus (priority n \
+                 against TCP: polite at n = 0, multcp above) or pair (two flows at priority n)",
+            ),
             ParamDecl::env("link", ParamType::Link, Value::Link(String::new())).doc(
                 "the bottleneck path; empty (or any ideal link, which has no bottleneck) = the scenario's in DTL's \
                  evaluation: rtt=40ms,rate=10mbit,queue=250kb; multcp: the same with loss=0.2%; switch: \
                  rtt=25ms,rate=5mbit,queue=125kb",
             ),
+        ];
+        decls.extend(setup::path_and_timing_params());
+        decls.extend([
             ParamDecl::env("scale", ParamType::float_range(0.0, 100.0), Value::Float(1.0)).doc(
-                "multiplies every time of the scenario (1 = the paper's: polite 120 s, latecomer 150 s, \
-                 multcp 200 s, switch 480 s, five 340 s)",
+                "multiplies every time of the scenario (1 = the paper's: polite 160 s with its TCP-alone phase, \
+                 latecomer 150 s, multcp and pair 200 s, switch 480 s, five 340 s)",
             ),
             ParamDecl::env("duration", ParamType::Duration, Value::Duration(Duration::ZERO))
                 .doc("length of the run, the paper's timings scaled to fit (0s = set by scale)"),
@@ -115,8 +129,10 @@ impl Template for Priority {
                 .doc("congestion control of the competing kernel TCP flows (newreno = kernel reno)"),
             ParamDecl::env("multcp_pair", ParamType::Bool, Value::Bool(false))
                 .doc("multcp only: two MulTCP(n) flows instead of MulTCP(n) against TCP"),
-            ParamDecl::config("n", ParamType::float_range(0.0, 100.0), Value::Float(1.0))
-                .doc("multcp only: the Braid flow's priority N (MulTCP(N)), in (0, 100]"),
+            ParamDecl::config("n", ParamType::float_range(0.0, 100.0), Value::Float(1.0)).doc(
+                "multcp, versus, pair: the Braid flows' priority N (MulTCP(N)), in (0, 100] for multcp, [0, 100] \
+                 for versus and pair",
+            ),
             ParamDecl::config("ledbat", ParamType::one_of(&["ledbat", "ledbat++"]), Value::Enum("ledbat".into()))
                 .doc("the p = 0 controller: RFC 6817 with DTL's multiplicative decrease, or LEDBAT++"),
             ParamDecl::config(
@@ -128,7 +144,8 @@ impl Template for Priority {
             ParamDecl::config("params", ParamType::String, Value::String(String::new())).doc(
                 "extra parameters of every Braid flow's controller, NAME=VALUE,... (e.g. delay_beta=1,target_ms=60)",
             ),
-        ]
+        ]);
+        decls
     }
 
     fn requirements(&self) -> Requirements {
@@ -140,7 +157,7 @@ impl Template for Priority {
     }
 
     fn run(&self, ctx: &mut Context<'_>) -> Result<(), TemplateError> {
-        let cfg = scenario_config(ctx.params, ctx.seed)?;
+        let (cfg, timing) = scenario_config_and_timing(ctx.params, ctx.seed)?;
         let needed = cfg.duration + SETUP;
         if ctx.remaining() < needed {
             return Err(TemplateError::Timeout(format!(
@@ -157,6 +174,9 @@ impl Template for Priority {
             emu::run(&cfg, builder, ctx.deadline, &|t: Duration| ctx.progress(t.as_secs_f64() / total))?
         };
         record_report(ctx, &report, ledbat_target_ms(ctx.params)?);
+        if let Some(t) = &timing {
+            setup::record_timing(ctx, t);
+        }
         Ok(())
     }
 }
@@ -166,30 +186,29 @@ impl Template for Priority {
 /// [`priority_sim::validate`]: a bad `params` or `link` fails here,
 /// before any testbed exists.
 pub fn scenario_config(params: &Params, seed: u64) -> Result<ScenarioConfig, TemplateError> {
+    scenario_config_and_timing(params, seed).map(|(cfg, _)| cfg)
+}
+
+/// [`scenario_config`], with the epoch timing when `epochs` set the scale.
+pub fn scenario_config_and_timing(
+    params: &Params,
+    seed: u64,
+) -> Result<(ScenarioConfig, Option<EpochTiming>), TemplateError> {
     let scenario = params.str("scenario")?;
-    let Some(paper) = paper_duration(scenario) else {
+    if !SCENARIOS.contains(&scenario) {
         return Err(TemplateError::Invalid(format!("scenario `{scenario}`: expected one of {}", SCENARIOS.join(", "))));
-    };
+    }
     let duration = params.duration("duration")?;
     let scale = params.float("scale")?;
-    let scale = if duration.is_zero() {
-        scale
-    } else if scale != 1.0 {
+    if !duration.is_zero() && scale != 1.0 {
         return Err(TemplateError::Invalid(format!(
             "scale {scale} and duration {}: give one of them, not both",
             crate::param::format_duration(duration)
         )));
-    } else {
-        duration.as_secs_f64() / paper.as_secs_f64()
-    };
-    if !(scale.is_finite() && scale > 0.0 && scale <= 100.0) {
-        return Err(TemplateError::Invalid(format!(
-            "the time scale {scale} is out of range: expected a scale in (0, 100], e.g. scale = 0.25 or duration = \"60s\""
-        )));
     }
     let n = params.float("n")?;
-    if !(n.is_finite() && n > 0.0 && n <= 100.0) {
-        return Err(TemplateError::Invalid(format!("n = {n} is out of range: expected a number in (0, 100], e.g. 2")));
+    if !(n.is_finite() && (0.0..=100.0).contains(&n)) {
+        return Err(TemplateError::Invalid(format!("n = {n} is out of range: expected a number in [0, 100], e.g. 2")));
     }
     let tcp = match params.str("tcp")? {
         "cubic" => CcAlgorithm::Cubic,
@@ -213,20 +232,27 @@ pub fn scenario_config(params: &Params, seed: u64) -> Result<ScenarioConfig, Tem
         dtl_params.push(("delay_beta".to_string(), 1.0));
     }
     dtl_params.extend(parse_cc_params(params.str("params")?)?);
-    let opts = ScenarioOptions { link: link_override(params)?, scale, tcp, ns: vec![n], dtl_params, seed };
-    let built = match scenario {
-        "polite" => priority_sim::polite(&opts),
-        "latecomer" => priority_sim::latecomer(&opts, additive),
-        "multcp" if params.bool("multcp_pair")? => priority_sim::multcp_pair(&opts, n),
-        "multcp" => priority_sim::multcp(&opts, n),
-        "switch" => priority_sim::switch(&opts),
-        _ => priority_sim::five(&opts),
+    let opts = ScenarioOptions { link: link_override(params)?, scale: 1.0, tcp, ns: vec![n], dtl_params, seed };
+    let choice = setup::ScenarioChoice { scenario, n, multcp_pair: params.bool("multcp_pair")?, additive };
+    // The scale: given, or from the run's length, or (epochs) from the link.
+    let explicit = |paper: &ScenarioConfig| -> Result<Option<f64>, TemplateError> {
+        let scale = if !duration.is_zero() {
+            Some(duration.as_secs_f64() / paper.duration.as_secs_f64())
+        } else {
+            (scale != 1.0).then_some(scale)
+        };
+        match scale {
+            Some(s) if !(s.is_finite() && s > 0.0 && s <= 100.0) => Err(TemplateError::Invalid(format!(
+                "the time scale {s} is out of range: expected a scale in (0, 100], e.g. scale = 0.25 or duration = \"60s\""
+            ))),
+            s => Ok(s),
+        }
     };
-    let mut cfg = built.map_err(|e| TemplateError::Invalid(e.to_string()))?;
+    let (mut cfg, timing) = setup::configure(params, opts, choice, &explicit)?;
     let bin = params.duration("bin")?;
     cfg.bin = if bin.is_zero() { cfg.bin.max(MIN_BIN) } else { bin };
     priority_sim::validate(&cfg).map_err(|e| TemplateError::Invalid(e.to_string()))?;
-    Ok(cfg)
+    Ok((cfg, timing))
 }
 
 /// The `link` parameter of a priority template (`priority` or

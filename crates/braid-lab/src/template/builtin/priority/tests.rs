@@ -32,7 +32,26 @@ fn declares_typed_parameters_whose_defaults_parse() {
     let names: Vec<&str> = decls.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(
         names,
-        ["scenario", "link", "scale", "duration", "bin", "tcp", "multcp_pair", "n", "ledbat", "decrease", "params"]
+        [
+            "scenario",
+            "link",
+            "rtt",
+            "rate_mbps",
+            "queue",
+            "queue_bdp",
+            "aqm",
+            "epochs",
+            "max_phase",
+            "scale",
+            "duration",
+            "bin",
+            "tcp",
+            "multcp_pair",
+            "n",
+            "ledbat",
+            "decrease",
+            "params"
+        ]
     );
     let defaults = params(&[]);
     let mut parsed_back = Params::default();
@@ -75,7 +94,7 @@ fn an_empty_or_ideal_link_is_the_scenarios_own() {
 #[test]
 fn every_scenario_builds_its_run_on_the_papers_link() {
     for (name, link, flows) in [
-        ("polite", DEFAULT_LINK, 2),
+        ("polite", DEFAULT_LINK, 3),
         ("latecomer", DEFAULT_LINK, 2),
         ("multcp", MULTCP_LINK, 2),
         ("switch", SWITCH_LINK, 2),
@@ -93,6 +112,11 @@ fn every_scenario_builds_its_run_on_the_papers_link() {
     assert_eq!(name(&pair), "multcp_pair_3");
     let additive = [scenario("latecomer"), ("decrease", Value::Enum("additive".into()))];
     assert_eq!(name(&additive), "latecomer_additive");
+    // The grid's scenarios: versus is polite at n = 0, MulTCP(n) above;
+    // pair is two flows at n, 0 included.
+    assert_eq!(name(&[scenario("versus"), ("n", Value::Float(0.0))]), "polite");
+    assert_eq!(name(&[scenario("versus"), ("n", Value::Float(2.0))]), "multcp_2");
+    assert_eq!(name(&[scenario("pair"), ("n", Value::Float(0.0))]), "multcp_pair_0");
     let opts = priority_sim::ScenarioOptions { tcp: CcAlgorithm::Cubic, seed: 7, ..Default::default() };
     let mut want = priority_sim::latecomer(&opts, true).unwrap();
     want.bin = MIN_BIN.max(want.bin);
@@ -117,7 +141,8 @@ fn duration_scales_the_paper_timings_and_sets_the_bins() {
     assert_eq!((paper.duration, paper.bin), (Duration::from_secs(480), Duration::from_secs(1)));
     let binned = config(&[scenario("switch"), ("bin", Value::Duration(Duration::from_millis(500)))]).unwrap();
     assert_eq!(binned.bin, Duration::from_millis(500));
-    assert_eq!(Priority.expected_duration(&params(&[scenario("polite")])), Duration::from_secs(125));
+    // polite's 160 s (with its TCP-alone phase) and the 5 s of setup.
+    assert_eq!(Priority.expected_duration(&params(&[scenario("polite")])), Duration::from_secs(165));
 }
 
 #[test]
@@ -149,9 +174,11 @@ fn bad_values_name_the_parameter_and_the_allowed_form() {
     let e = err(&[("scale", Value::Float(0.0))]);
     assert!(e.contains("(0, 100]"), "{e}");
     let e = err(&[scenario("multcp"), ("n", Value::Float(0.0))]);
-    assert!(e.contains("n = 0") && e.contains("(0, 100]"), "{e}");
+    assert!(e.contains("`n`") && e.contains("(0, 100]"), "{e}");
+    let e = err(&[scenario("versus"), ("epochs", Value::Float(3.0)), ("scale", Value::Float(0.5))]);
+    assert!(e.contains("not both"), "{e}");
     assert!(err(&[scenario("nope")]).contains("expected one of polite, latecomer"));
-    assert!(with_defaults(&[("rtt".into(), Value::Float(1.0))]).unwrap_err().to_string().contains("`rtt`"));
+    assert!(with_defaults(&[("rtt_ms".into(), Value::Float(1.0))]).unwrap_err().to_string().contains("`rtt_ms`"));
 }
 
 #[test]
