@@ -18,6 +18,26 @@ pub use rand::{Rng as RngExt, RngCore, SeedableRng};
 /// the simulator, so that a seed fully determines a run.
 pub type Rng = rand_chacha::ChaCha8Rng;
 
+/// SplitMix64's finaliser (Steele, Lea, Flood 2014): spreads any 64-bit key
+/// over all 64 bits. For hashing keys (flows, packets) deterministically.
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// One SplitMix64 step: the golden-ratio increment, then [`mix64`]. A
+/// stateless, deterministic draw from a key, where a seeded [`Rng`] would be
+/// more machinery than needed.
+///
+/// ```
+/// assert_ne!(braid_core::splitmix64(1), braid_core::splitmix64(2));
+/// assert_eq!(braid_core::splitmix64(7), braid_core::mix64(7u64.wrapping_add(0x9E37_79B9_7F4A_7C15)));
+/// ```
+pub fn splitmix64(x: u64) -> u64 {
+    mix64(x.wrapping_add(0x9E37_79B9_7F4A_7C15))
+}
+
 /// A point in time, in nanoseconds since an arbitrary epoch chosen by
 /// whoever drives the state machine.
 ///

@@ -44,17 +44,10 @@ const METRICS: [&str; 10] = [
 
 const STUDY: &str = "synthetic-redundancy";
 
-/// splitmix64: a deterministic noise source without a dependency.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// Uniform in [-1, 1).
 fn noise(seed: u64) -> f64 {
-    (mix(seed) >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    (braid_core::splitmix64(seed) >> 11) as f64 / (1u64 << 52) as f64 - 1.0
 }
 
 fn study_record() -> StudyRecord {
@@ -110,12 +103,12 @@ fn experiment(i: u64, metrics: usize) -> FinishedExperiment {
         .collect();
     FinishedExperiment {
         planned: PlannedExperiment {
-            id: format!("{:016x}", mix(i ^ 0x5eed)),
+            id: format!("{:016x}", braid_core::splitmix64(i ^ 0x5eed)),
             template: "sim-multipath".into(),
             template_version: 1,
             params,
             repetition: rep,
-            seed: mix(i),
+            seed: braid_core::splitmix64(i),
             timeout: Duration::from_secs(60),
             exclusive: false,
             expected: Duration::from_secs(1),

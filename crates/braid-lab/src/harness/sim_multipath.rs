@@ -28,6 +28,7 @@
 //! assert_eq!(report.carriers(report.writes[0].range.start), [0, 1]);
 //! ```
 
+use braid_core::splitmix64;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::Range;
@@ -399,13 +400,6 @@ fn server_addr(i: usize) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, i as u8, 0, 2)), SERVER_PORT)
 }
 
-/// SplitMix64, for seeds and message contents.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// The content of write `index`: bytes the server can check on their own.
 fn content(seed: u64, index: usize, len: usize) -> Bytes {

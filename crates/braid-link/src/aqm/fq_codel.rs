@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 
-use braid_core::Instant;
+use braid_core::{mix64, Instant};
 
 use super::codel::{CodelParams, CodelQueue, CodelVars};
 use super::Packet;
@@ -87,12 +87,6 @@ impl CodelQueue for FlowView<'_> {
     }
 }
 
-/// splitmix64's finaliser: spreads any key over all 64 bits.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 impl FqCodel {
     pub(crate) fn new(params: CodelParams, perturbation: u64) -> FqCodel {
@@ -133,7 +127,7 @@ impl FqCodel {
 
     /// The queue a flow key maps to.
     fn index(&self, flow: u64) -> usize {
-        (mix(flow ^ self.perturbation) % FLOWS as u64) as usize
+        (mix64(flow ^ self.perturbation) % FLOWS as u64) as usize
     }
 
     fn over(&self, limit: ResolvedQueue) -> bool {

@@ -350,11 +350,7 @@ fn cubic_grow(f: &mut Flow, now: Instant, rtt: Duration, mine: f64, smss: f64) {
 
 /// A number in [0, 1) from a lost packet's identity (SplitMix64).
 fn uniform(sent: Instant, index: u64) -> f64 {
-    let mut z = sent.as_micros() ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
+    let z = braid_core::splitmix64(sent.as_micros() ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
