@@ -66,6 +66,22 @@ impl Net {
                 let Some(t) = ep.poll_transmit(self.now, 10, &mut self.buf) else { break };
                 let seg = t.segment_size.unwrap_or(t.size);
                 for chunk in self.buf[..t.size].chunks(seg) {
+                    // What the receiver's GRO split will see: a batch must
+                    // hold equal datagrams, only the last shorter; and a
+                    // datagram carries something (an empty one wastes a
+                    // packet number and the path's capacity).
+                    match braid_proto::wire::Packet::decode(Bytes::copy_from_slice(chunk)) {
+                        Ok(p) => assert!(
+                            p.frames().next().is_some() || p.header.ty != braid_proto::wire::PacketType::Data,
+                            "an empty packet (number {}) in a batch of {} bytes",
+                            p.header.pn,
+                            t.size
+                        ),
+                        Err(e) => panic!(
+                            "a batch of {} bytes split at its segment size {seg} gave an undecodable datagram: {e:?}",
+                            t.size
+                        ),
+                    }
                     if to_b {
                         self.sent_to_b += 1;
                         if self.drop_to_b.contains(&self.sent_to_b) {
@@ -247,6 +263,47 @@ fn every_selectable_controller_delivers_under_loss_dup_and_reordering() {
         let got = transfer(&mut net, &msgs, Duration::from_secs(120));
         assert!(got == msgs, "{cc}: {} of {} messages, or content differs", got.len(), msgs.len());
     }
+}
+
+/// Both sides send at once, window-limited, for long enough that packet
+/// numbers cross the varint sizes (64, 16,384): a connection whose window
+/// is full still owes ACKs, and a short ACK-only datagram must end its
+/// GSO batch instead of being followed by datagrams of another size (the
+/// receiver splits a batch at the first datagram's size) or by empty
+/// packets (the flush above checks both on every datagram).
+#[test]
+fn echo_in_both_directions_sends_well_formed_batches() {
+    let mut net = Net::new(21, TransportConfig { receive_window: 256 << 10, ..Default::default() });
+    net.loss = 0.01;
+    net.reorder = 0.01;
+    let msgs: Vec<Bytes> = (0..1000).map(|i| message(i, 1 + (i * 7919) % 60_000)).collect();
+    let total: usize = msgs.iter().map(Bytes::len).sum();
+    let conn = net.a.connect(net.now, B.parse().unwrap()).unwrap();
+    let (mut next_a, mut got_a, mut echoed, mut got_b) = (0, Vec::new(), Vec::<Bytes>::new(), 0usize);
+    let mut server = None;
+    let done = net.run_until(Duration::from_secs(300), |net| {
+        while next_a < msgs.len() && net.a.send_message(conn, msgs[next_a].clone()).is_ok() {
+            next_a += 1;
+        }
+        server = server.or(net.accepted());
+        if let Some(h) = server {
+            while let Ok(Some(m)) = net.b.recv_message(h) {
+                got_b += m.len();
+                echoed.push(m);
+            }
+            while !echoed.is_empty() && net.b.send_message(h, echoed[0].clone()).is_ok() {
+                echoed.remove(0);
+            }
+        }
+        while let Ok(Some(m)) = net.a.recv_message(conn) {
+            got_a.push(m);
+        }
+        got_a.len() == msgs.len()
+    });
+    assert!(done, "echoed {} of {} messages ({got_b} of {total} bytes reached B)", got_a.len(), msgs.len());
+    assert!(got_a == msgs, "echo differs");
+    let stats = net.a.connection_stats(conn).unwrap();
+    assert!(stats.packets_sent > 16_384, "{} packets: the test must cross the 2-byte packet numbers", stats.packets_sent);
 }
 
 #[test]

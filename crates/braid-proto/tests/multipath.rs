@@ -106,7 +106,13 @@ impl Net {
                 let seg = t.segment_size.unwrap_or(t.size);
                 for chunk in self.buf[..t.size].chunks(seg) {
                     let d = Bytes::copy_from_slice(chunk);
-                    if let Ok(p) = Packet::decode(d.clone()) {
+                    // What the receiver's GRO split will see: a batch must
+                    // hold equal datagrams, only the last shorter.
+                    let decoded = Packet::decode(d.clone());
+                    if let Err(e) = &decoded {
+                        panic!("a batch of {} bytes split at its segment size {seg} gave an undecodable datagram: {e:?}", t.size);
+                    }
+                    if let Ok(p) = decoded {
                         let data = p
                             .frames()
                             .filter_map(|f| match f {

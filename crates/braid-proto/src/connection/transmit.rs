@@ -39,6 +39,15 @@ impl Connection {
         max_size: usize,
         only_path: Option<usize>,
     ) -> Option<Outgoing> {
+        // The rest of a GSO batch must be datagrams of the first one's
+        // size (the receiver splits the batch there). This connection's
+        // full datagram is `max_datagram_size`; after a shorter first
+        // datagram (an ACK, a probe) the batch ends. Letting it go on
+        // would shrink the window check and the room below to that size:
+        // packets longer than the segment, and empty ones.
+        if max_size < usize::from(self.config.max_datagram_size) {
+            return None;
+        }
         match self.state {
             State::Closed | State::Draining { .. } => return None,
             State::Handshaking => return self.poll_initial(now, buf),
@@ -77,6 +86,7 @@ impl Connection {
 
         let packet_type = if self.peer_confirmed { PacketType::Data } else { PacketType::Accept };
         self.write_header(now, 0, buf, packet_type);
+        let header_end = buf.len();
         // Always piggyback an ACK when we owe one.
         if self.paths[0].ack_eliciting_unacked > 0 || ack_due {
             self.write_ack(now, 0, buf, mtu - (buf.len() - start));
@@ -113,6 +123,12 @@ impl Connection {
         let len = buf.len() - start;
         if ranges.first.is_some() && len < mtu && mtu - len <= MAX_PAD_TO_FULL {
             wire::encode_padding(buf, mtu - len);
+        }
+        if buf.len() == header_end {
+            // Nothing fitted after all (data ready, but not sendable in
+            // this room): no empty packet, its number stays unused.
+            buf.truncate(start);
+            return None;
         }
         let app_limited = !self.send.has_data(self.peer_max_data);
         self.finish_packet(now, 0, buf, start, ack_eliciting, ranges, false, false, app_limited)
