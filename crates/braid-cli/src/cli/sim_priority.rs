@@ -101,6 +101,11 @@ pub struct GridArgs {
     /// simulator, 60 on the emulator).
     #[arg(long, value_name = "SECS", value_parser = super::parse_secs, requires = "grid")]
     pub max_phase: Option<Duration>,
+    /// Grid: the paths' round-trip delay variation (σ), in packet times at
+    /// each point's rate (default 1: Floyd and Jacobson's remedy for phase
+    /// effects between flows; 0 for none)
+    #[arg(long, value_name = "X", requires = "grid")]
+    pub jitter_packets: Option<f64>,
     /// Grid: experiments at once (default: one per core; the emulator runs
     /// one at a time).
     #[arg(long, value_name = "N", requires = "grid")]
@@ -169,7 +174,13 @@ impl GridArgs {
             ps: or(&self.p, d.ps),
             epochs,
             max_phase,
+            jitter_packets: self.jitter_packets.unwrap_or(d.jitter_packets),
         };
+        anyhow::ensure!(
+            (0.0..=100.0).contains(&axes.jitter_packets),
+            "--jitter-packets {}: expected 0 to 100 packet times",
+            axes.jitter_packets
+        );
         if axes.aqms.iter().any(|a| a != "droptail") && !grid::aqm_supported() {
             eprintln!(
                 "note: this braid-link does not know `aqm=` yet: the AQM points ({}) are left out",

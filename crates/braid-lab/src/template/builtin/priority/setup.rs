@@ -39,6 +39,10 @@ pub fn path_and_timing_params() -> Vec<ParamDecl> {
             "the bottleneck's queue discipline: keep the link's, or droptail, codel, pie, red, fq_codel \
              (aqm= in the link spec)",
         ),
+        ParamDecl::env("jitter_packets", ParamType::float_range(0.0, 100.0), Value::Float(0.0)).doc(
+            "when above 0: the path's round-trip delay variation (jitter=, σ) in packet times at its rate \
+             (Floyd and Jacobson's random host delay against phase effects; 0: keep the link's)",
+        ),
         ParamDecl::env("epochs", ParamType::float_range(0.0, 1000.0), Value::Float(0.0)).doc(
             "when above 0: the time scale is set so that each measured phase spans this many congestion \
              epochs of the competing TCP on the path (at least 20 s, at most max_phase); not with scale \
@@ -138,14 +142,21 @@ pub fn record_timing(ctx: &mut Context<'_>, t: &EpochTiming) {
     ctx.record("phase_capped", if t.capped { 1.0 } else { 0.0 });
 }
 
+/// A full-size Braid datagram on the wire (IPv4 and UDP headers included).
+fn wire_packet_bytes() -> f64 {
+    f64::from(braid_proto::TransportConfig::default().max_datagram_size) + braid_sim::IPV4_UDP_OVERHEAD as f64
+}
+
 /// The path of an experiment: `base` with the overrides of `params` that
-/// are set (`rtt`, `rate_mbps`, `queue` or `queue_bdp`, `aqm`).
+/// are set (`rtt`, `rate_mbps`, `queue` or `queue_bdp`, `jitter_packets`,
+/// `aqm`).
 pub fn apply_link_overrides(base: &LinkSpec, params: &Params) -> Result<LinkSpec, TemplateError> {
     let rtt = params.duration("rtt")?;
     let rate_mbps = params.float("rate_mbps")?;
     let queue = params.duration("queue")?;
     let queue_bdp = params.float("queue_bdp")?;
     let aqm = params.str("aqm")?;
+    let jitter_packets = params.float("jitter_packets")?;
     if !queue.is_zero() && queue_bdp > 0.0 {
         return Err(TemplateError::Invalid(
             "queue and queue_bdp both set the buffer: give one of them".into(),
@@ -160,7 +171,7 @@ pub fn apply_link_overrides(base: &LinkSpec, params: &Params) -> Result<LinkSpec
     } else {
         None
     };
-    let link = if rtt.is_zero() && rate.is_none() && queue.is_zero() && queue_bdp == 0.0 {
+    let link = if rtt.is_zero() && rate.is_none() && queue.is_zero() && queue_bdp == 0.0 && jitter_packets == 0.0 {
         base.clone()
     } else {
         let set = |mut p: LinkParams| -> Result<LinkParams, TemplateError> {
@@ -180,6 +191,12 @@ pub fn apply_link_overrides(base: &LinkSpec, params: &Params) -> Result<LinkSpec
             if queue_bdp > 0.0 {
                 p.rate.ok_or_else(no_rate)?;
                 p.queue = Some(QueueLimit::Bdp(Ratio::from_billionths((queue_bdp * 1e9).round() as u64)));
+            }
+            if jitter_packets > 0.0 {
+                let r = p.rate.ok_or_else(|| {
+                    TemplateError::Invalid("jitter_packets: the link has no rate to time a packet by (set rate_mbps)".into())
+                })?;
+                p.jitter = Duration::from_secs_f64(jitter_packets * wire_packet_bytes() / r.bytes_per_sec_f64());
             }
             Ok(p)
         };
@@ -250,6 +267,16 @@ mod tests {
         assert!(apply_link_overrides(&link("rtt=40ms,rate=10mbit"), &both).unwrap_err().to_string().contains("queue_bdp"));
         let no_rate = params(&[("queue_bdp", Value::Float(1.0))]);
         assert!(apply_link_overrides(&link("rtt=40ms"), &no_rate).unwrap_err().to_string().contains("rate_mbps"));
+        // Jitter in packet times: one 1,500-byte packet (1,472 B of
+        // datagram and 28 of headers) at 12 Mbit/s takes 1 ms.
+        let jitter = params(&[("jitter_packets", Value::Float(2.0)), ("rate_mbps", Value::Float(12.0))]);
+        let l = apply_link_overrides(&link("rtt=40ms,rate=10mbit"), &jitter).unwrap();
+        let j = l.params(Direction::AToB).jitter.as_secs_f64() * 1e3;
+        let want = 2.0 * wire_packet_bytes() * 8.0 / 12e6 * 1e3;
+        assert!((j - want).abs() < 1e-6, "jitter {j} ms, want {want} ms");
+        assert_eq!(l.params(Direction::BToA).jitter, l.params(Direction::AToB).jitter);
+        let jitter_no_rate = params(&[("jitter_packets", Value::Float(1.0))]);
+        assert!(apply_link_overrides(&link("rtt=40ms"), &jitter_no_rate).unwrap_err().to_string().contains("jitter_packets"));
         // Drop-tail is the default: nothing is added, and keep keeps.
         let base = link("rtt=40ms,rate=10mbit");
         assert_eq!(with_aqm(&base, "droptail").unwrap(), base);

@@ -40,6 +40,7 @@ fn declares_typed_parameters_whose_defaults_parse() {
             "queue",
             "queue_bdp",
             "aqm",
+            "jitter_packets",
             "epochs",
             "max_phase",
             "scale",
