@@ -8,6 +8,7 @@ mod bench_multipath;
 mod bench_priority;
 mod demo;
 mod emu;
+mod keygen;
 mod lab;
 mod progmp;
 mod progress;
@@ -64,6 +65,8 @@ enum Command {
     /// Experiment studies: templates × configurations × environments, stored in SQLite, analysed and plotted.
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// Create this node's identity key file (Ed25519, mode 0600), or --show its public key.
+    Keygen(keygen::KeygenArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -194,6 +197,7 @@ pub fn main() -> ExitCode {
             Command::Demo(a) => demo::run(a).await,
             Command::Emu(c) => emu::run(c).await,
             Command::Progmp(c) => progmp::run(c),
+            Command::Keygen(a) => keygen::run(a),
             Command::Lab(_) => unreachable!("handled before the runtime starts"),
         }
     });
