@@ -119,7 +119,7 @@ fn the_sample_is_spread_over_the_grid() {
 }
 
 #[test]
-#[ignore = "issue 25 open: 11 of 112 checks of this sample still miss (6 of p = 0 on shallow buffers and short capped phases, 5 of p = N against NewReno at 26-50% below N); run with --include-ignored"]
+#[ignore = "issue 25 open: 11 of 112 checks of this sample still miss (7 of p = 0 on shallow buffers and capped phases, 3 of p = N against NewReno at small windows, 1 pair under fq_codel); run with --include-ignored"]
 fn the_grid_sample_meets_the_acceptance_criteria() {
     let mut points = sample();
     if !aqm_supported() {

@@ -63,7 +63,7 @@ pub use scenarios::{
 };
 pub use schedule::{parse_priority_schedule, ScheduleError};
 pub use timing::{
-    epoch, epoch_timing, has_aqm, paper_phase_secs, EpochTiming, AQM_QUEUE_DELAY,
+    convergence_epochs, epoch, epoch_timing, has_aqm, paper_phase_secs, EpochTiming, AQM_QUEUE_DELAY,
     DEFAULT_MAX_PHASE, MIN_PHASE,
 };
 

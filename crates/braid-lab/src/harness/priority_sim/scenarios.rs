@@ -74,6 +74,9 @@ pub struct ScenarioOptions {
     pub dtl_params: Vec<(String, f64)>,
     /// Seed.
     pub seed: u64,
+    /// `multcp` and `pair`: the time before the measured phase, in which
+    /// the flows converge; `None` = the paper's 20 s, scaled.
+    pub warmup: Option<Duration>,
 }
 
 impl Default for ScenarioOptions {
@@ -86,6 +89,7 @@ impl Default for ScenarioOptions {
             ns: vec![1.0, 2.0, 3.0, 4.0],
             dtl_params: Vec::new(),
             seed: 1,
+            warmup: None,
         }
     }
 }
@@ -116,6 +120,15 @@ impl ScenarioOptions {
 
     fn at(&self, secs: f64) -> Duration {
         Duration::from_secs_f64(secs * self.scale)
+    }
+
+    /// `multcp`'s and `pair`'s timing: `warmup` (or the paper's 20 s),
+    /// then a measured phase `steady` of the paper's 180 s, scaled.
+    fn steady_after_warmup(&self, cfg: &mut ScenarioConfig) {
+        let warmup = self.warmup.unwrap_or_else(|| self.at(20.0));
+        let end = warmup + self.at(180.0);
+        cfg.duration = end;
+        cfg.phases = vec![PhaseSpec { name: "steady".to_string(), start: warmup, end }];
     }
 
     fn phase(&self, name: &str, start: f64, end: f64) -> PhaseSpec {
@@ -242,7 +255,7 @@ pub fn latecomer(opts: &ScenarioOptions, additive: bool) -> Result<ScenarioConfi
 
 /// `multcp`: one MulTCP(N) flow (DTL priority N) against one TCP flow,
 /// both from the start, for 200 s, on [`MULTCP_LINK`]; phase `steady`
-/// (20–200 s).
+/// (20–200 s; with [`ScenarioOptions::warmup`], from the warm-up on).
 pub fn multcp(opts: &ScenarioOptions, n: f64) -> Result<ScenarioConfig, ScenarioError> {
     opts.check()?;
     if !(n > 0.0 && n <= 100.0) {
@@ -255,7 +268,7 @@ pub fn multcp(opts: &ScenarioOptions, n: f64) -> Result<ScenarioConfig, Scenario
     cfg.flows
         .push(opts.dtl(&format!("multcp{n}"), n, opts.at(0.0)));
     cfg.flows.push(FlowSpec::new("tcp", opts.tcp, opts.at(0.0)));
-    cfg.phases = vec![opts.phase("steady", 20.0, 200.0)];
+    opts.steady_after_warmup(&mut cfg);
     Ok(cfg)
 }
 
@@ -279,7 +292,7 @@ pub fn multcp_pair(opts: &ScenarioOptions, n: f64) -> Result<ScenarioConfig, Sce
         cfg.flows
             .push(opts.dtl(&format!("multcp{n}_{label}"), n, opts.at(0.0)));
     }
-    cfg.phases = vec![opts.phase("steady", 20.0, 200.0)];
+    opts.steady_after_warmup(&mut cfg);
     Ok(cfg)
 }
 

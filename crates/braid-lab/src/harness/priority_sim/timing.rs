@@ -46,6 +46,10 @@ pub const DEFAULT_MAX_PHASE: Duration = Duration::from_secs(120);
 /// thresholds; a flow overshoots that by about the AQM's reaction time.
 pub const AQM_QUEUE_DELAY: Duration = Duration::from_millis(20);
 
+/// The warm-up of DTL's `multcp` scenario at scale 1, seconds (its
+/// measured phase starts at 20 s).
+const PAPER_WARMUP_SECS: f64 = 20.0;
+
 /// NewReno's multiplicative decrease (RFC 5681).
 const RENO_BETA: f64 = 0.5;
 /// CUBIC's multiplicative decrease and scaling constant (RFC 9438 §4.6, §5).
@@ -67,6 +71,30 @@ pub struct EpochTiming {
     /// The time scale that gives the scenario this phase
     /// ([`super::ScenarioOptions::scale`]).
     pub scale: f64,
+    /// The time before the measured phase in which two flows that started
+    /// together converge ([`convergence_epochs`] epochs, at least the
+    /// paper's warm-up at this scale, at most the cap); `multcp` and `pair`
+    /// use it ([`super::ScenarioOptions::warmup`]).
+    pub warmup: Duration,
+}
+
+/// Residual difference between two flows' windows that a warm-up leaves:
+/// 10% (their throughput ratio then within about ±20% of where they
+/// converge, inside the grid's ±25%).
+const CONVERGED: f64 = 0.1;
+
+/// Epochs two flows of `tcp`'s kind need to converge from any start: with
+/// losses shared at each overflow (a drop-tail queue drops from every flow
+/// in the same overflow), each epoch multiplies the difference of their
+/// windows by the decrease factor β (Chiu and Jain 1989), so after k epochs
+/// β^k of it is left: k = ln(0.1)/ln β, 3.3 epochs for NewReno (β = 0.5),
+/// 6.5 for CUBIC (β = 0.7).
+pub fn convergence_epochs(tcp: CcAlgorithm) -> f64 {
+    let beta = match tcp {
+        CcAlgorithm::Cubic => CUBIC_BETA,
+        _ => RENO_BETA,
+    };
+    CONVERGED.ln() / beta.ln()
 }
 
 /// The shortest measured phase of a scenario at scale 1, seconds (DTL's
@@ -176,6 +204,9 @@ pub fn epoch_timing(
     })?;
     let wanted = epoch.as_secs_f64() * epochs;
     let phase = wanted.clamp(MIN_PHASE.as_secs_f64(), max_phase.as_secs_f64());
+    let scale = phase / paper;
+    let paper_warmup = PAPER_WARMUP_SECS * scale;
+    let warmup = (epoch.as_secs_f64() * convergence_epochs(tcp)).clamp(paper_warmup, max_phase.as_secs_f64().max(paper_warmup));
     Ok(EpochTiming {
         epoch,
         phase: Duration::from_secs_f64(phase),
@@ -185,7 +216,8 @@ pub fn epoch_timing(
             phase / epoch.as_secs_f64()
         },
         capped: wanted > max_phase.as_secs_f64(),
-        scale: phase / paper,
+        scale,
+        warmup: Duration::from_secs_f64(warmup),
     })
 }
 
@@ -233,6 +265,29 @@ mod tests {
         assert!(has_aqm("rtt=20ms;at=1s:a2b:aqm=pie"));
         assert!(!has_aqm("rtt=20ms,rate=10mbit,aqm=droptail"));
         assert!(!has_aqm("rtt=20ms,rate=10mbit"));
+    }
+
+    /// The warm-up lets two flows converge: β^k = 10% of their difference
+    /// left (k = 3.3 NewReno epochs, 6.5 CUBIC ones), at least the paper's
+    /// 20 s scaled, at most the cap.
+    #[test]
+    fn the_warmup_spans_the_convergence_epochs_within_bounds() {
+        assert!((0.5f64.powf(convergence_epochs(CcAlgorithm::NewReno)) - 0.1).abs() < 1e-9);
+        assert!((0.7f64.powf(convergence_epochs(CcAlgorithm::Cubic)) - 0.1).abs() < 1e-9);
+        let cap = Duration::from_secs(120);
+        let mid = link("rtt=50ms,rate=20mbit,queue=4bdp");
+        let t = epoch_timing("multcp", &mid, CcAlgorithm::Cubic, 3.0, cap).unwrap();
+        let want = t.epoch.as_secs_f64() * convergence_epochs(CcAlgorithm::Cubic);
+        assert!(want > 20.0 * t.scale && want < 120.0, "{want}");
+        assert!((t.warmup.as_secs_f64() - want).abs() < 1e-6, "{t:?}");
+        // Short epochs: the paper's warm-up at the scale is the floor.
+        let small = link("rtt=10ms,rate=5mbit,queue=1bdp");
+        let t = epoch_timing("multcp", &small, CcAlgorithm::NewReno, 3.0, cap).unwrap();
+        assert!((t.warmup.as_secs_f64() - 20.0 * t.scale).abs() < 1e-9, "{t:?}");
+        // Epochs beyond any run: the cap.
+        let big = link("rtt=200ms,rate=100mbit,queue=4bdp");
+        let t = epoch_timing("multcp", &big, CcAlgorithm::NewReno, 3.0, cap).unwrap();
+        assert_eq!(t.warmup, cap);
     }
 
     #[test]

@@ -119,6 +119,7 @@ impl SimPriority {
             ns: vec![n],
             dtl_params,
             seed,
+            warmup: None,
         };
         let choice = ScenarioChoice { scenario, n, multcp_pair: params.bool("multcp_pair")?, additive };
         let scale = params.float("scale")?;

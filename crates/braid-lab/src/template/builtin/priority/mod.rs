@@ -232,7 +232,7 @@ pub fn scenario_config_and_timing(
         dtl_params.push(("delay_beta".to_string(), 1.0));
     }
     dtl_params.extend(parse_cc_params(params.str("params")?)?);
-    let opts = ScenarioOptions { link: link_override(params)?, scale: 1.0, tcp, ns: vec![n], dtl_params, seed };
+    let opts = ScenarioOptions { link: link_override(params)?, scale: 1.0, tcp, ns: vec![n], dtl_params, seed, warmup: None };
     let choice = setup::ScenarioChoice { scenario, n, multcp_pair: params.bool("multcp_pair")?, additive };
     // The scale: given, or from the run's length, or (epochs) from the link.
     let explicit = |paper: &ScenarioConfig| -> Result<Option<f64>, TemplateError> {

@@ -120,6 +120,9 @@ pub fn configure(
         let t = priority_sim::epoch_timing(choice.timing_name(), &link, opts.tcp, epochs, params.duration("max_phase")?)
             .map_err(invalid)?;
         opts.scale = t.scale;
+        if matches!(choice.timing_name(), "multcp" | "pair") {
+            opts.warmup = Some(t.warmup);
+        }
         Some(t)
     } else {
         opts.scale = explicit.unwrap_or(1.0);
@@ -140,6 +143,7 @@ pub fn record_timing(ctx: &mut Context<'_>, t: &EpochTiming) {
         ctx.record("phase_epochs", t.epochs);
     }
     ctx.record("phase_capped", if t.capped { 1.0 } else { 0.0 });
+    ctx.record("warmup_secs", t.warmup.as_secs_f64());
 }
 
 /// A full-size Braid datagram on the wire (IPv4 and UDP headers included).
