@@ -5,5 +5,6 @@
 //! report builder) run them.
 
 pub mod priority_sim;
+pub mod sim_cellular;
 pub mod sim_multipath;
 pub mod sim_transfer;

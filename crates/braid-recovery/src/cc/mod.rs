@@ -13,6 +13,8 @@
 //! - [`Ledbat`]: RFC 6817 with DTL's changes, and LEDBAT++.
 //! - [`MulTcp`]: N virtual flows ([`virtual_flows`] by default).
 //! - [`Priority`]: DTL's priority p ≥ 0, changeable on a live connection.
+//! - [`TargetQueue`]: delivery-rate window with a small standing queue on
+//!   purpose, for links whose rate swings (cellular).
 //!
 //! Parameters can be changed on a live connection through
 //! [`CongestionController::set_parameter`], which is how later layers
@@ -25,6 +27,7 @@ mod ledbat;
 mod multcp;
 mod newreno;
 mod priority;
+mod target_queue;
 mod virtual_flows;
 mod yielding;
 
@@ -34,6 +37,7 @@ pub use ledbat::{Ledbat, LedbatVariant};
 pub use multcp::MulTcp;
 pub use newreno::NewReno;
 pub use priority::{Priority, PriorityMode};
+pub use target_queue::TargetQueue;
 
 use std::fmt;
 use std::str::FromStr;
@@ -160,7 +164,7 @@ pub trait CongestionController: Send + fmt::Debug {
 }
 
 /// The controllers Braid ships, selectable by name (`newreno`, `cubic`,
-/// `bbr`, `ledbat`, `ledbat++`, `multcp`, `priority`).
+/// `bbr`, `ledbat`, `ledbat++`, `multcp`, `priority`, `tq`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CcAlgorithm {
@@ -184,11 +188,15 @@ pub enum CcAlgorithm {
     /// measured bottleneck rate and keeps its queue short; random loss
     /// does not lower its rate.
     Bbr,
+    /// The target-queue controller ([`TargetQueue`]): a window of the
+    /// measured delivery rate times the base RTT plus a small target
+    /// queuing delay, so rate swings are followed within a round trip.
+    Tq,
 }
 
 impl CcAlgorithm {
     /// Every algorithm, in the order shown to users.
-    pub const ALL: [CcAlgorithm; 7] = [
+    pub const ALL: [CcAlgorithm; 8] = [
         CcAlgorithm::NewReno,
         CcAlgorithm::Cubic,
         CcAlgorithm::Bbr,
@@ -196,6 +204,7 @@ impl CcAlgorithm {
         CcAlgorithm::LedbatPlusPlus,
         CcAlgorithm::MulTcp,
         CcAlgorithm::Priority,
+        CcAlgorithm::Tq,
     ];
 
     /// Build a controller for packets of `max_datagram_size` bytes with an
@@ -213,6 +222,7 @@ impl CcAlgorithm {
             ),
             CcAlgorithm::Priority => Box::new(Priority::new(max_datagram_size, initial_window)),
             CcAlgorithm::Bbr => Box::new(Bbr::new(max_datagram_size, initial_window)),
+            CcAlgorithm::Tq => Box::new(TargetQueue::new(max_datagram_size, initial_window)),
         }
     }
 
@@ -226,6 +236,7 @@ impl CcAlgorithm {
             CcAlgorithm::MulTcp => "multcp",
             CcAlgorithm::Priority => "priority",
             CcAlgorithm::Bbr => "bbr",
+            CcAlgorithm::Tq => "tq",
         }
     }
 }
@@ -238,7 +249,7 @@ impl fmt::Display for CcAlgorithm {
 
 /// An unknown congestion-control name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown congestion control `{0}`: expected one of newreno, cubic, ledbat, ledbat++, multcp, priority, bbr")]
+#[error("unknown congestion control `{0}`: expected one of newreno, cubic, ledbat, ledbat++, multcp, priority, bbr, tq")]
 pub struct UnknownCcAlgorithm(pub String);
 
 impl FromStr for CcAlgorithm {
@@ -252,6 +263,7 @@ impl FromStr for CcAlgorithm {
             "multcp" => Ok(CcAlgorithm::MulTcp),
             "priority" | "dtl" => Ok(CcAlgorithm::Priority),
             "bbr" => Ok(CcAlgorithm::Bbr),
+            "tq" | "target-queue" => Ok(CcAlgorithm::Tq),
             _ => Err(UnknownCcAlgorithm(s.to_string())),
         }
     }

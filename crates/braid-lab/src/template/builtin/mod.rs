@@ -7,6 +7,7 @@ pub mod data;
 pub mod exon;
 pub mod multipath;
 pub mod priority;
+pub mod sim_cellular;
 pub mod sim_multipath;
 pub mod sim_priority;
 pub mod sim_transfer;
@@ -29,5 +30,6 @@ pub fn all() -> Vec<Arc<dyn Template>> {
         Arc::new(sim_transfer::SimTransfer),
         Arc::new(sim_priority::SimPriority),
         Arc::new(sim_multipath::SimMultipath),
+        Arc::new(sim_cellular::SimCellular),
     ]
 }

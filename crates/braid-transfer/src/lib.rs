@@ -1,0 +1,24 @@
+//! File transfer with per-stage concurrency tuned online (Marlin; seed 002, "Use Only What You
+//! Need", §3).
+//!
+//! A file transfer has three stages — read from the source storage, send over the network, write
+//! to the destination storage — and each may be the bottleneck. This crate owns the pieces the
+//! transfer engine is built on:
+//!
+//! * [`tuner`]: Marlin's online gradient ascent, one [`tuner::StageTuner`] per stage on the
+//!   paper's utility (eq. 1 for read/write, eq. 2 with the loss term for the network), and the
+//!   Falcon-style shared-concurrency tuner kept as the ablation. Sans-IO: observations in,
+//!   worker counts out.
+//! * [`staging`]: the bounded in-memory staging area of hashed chunks between the stages, with
+//!   asynchronous backpressure (readers wait when it is full; memory never grows past the cap).
+//! * [`manifest`]: the walk of the source paths into validated relative entries (files with
+//!   their data extents, directories, symlinks), and the receiver-side path validator.
+//! * [`emulate`]: a sleeping token bucket that throttles a stage's workers in benchmarks.
+//!
+//! A later step adds the resume journal and the wire protocol. This crate must not depend on the
+//! CLI, `braid-lab`, plotting or databases: it is the engine, and those are its users.
+
+pub mod emulate;
+pub mod manifest;
+pub mod staging;
+pub mod tuner;
