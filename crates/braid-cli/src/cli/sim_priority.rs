@@ -493,6 +493,7 @@ mod tests {
                 ns: a.n.clone(),
                 dtl_params: a.params.clone(),
                 seed: a.seed,
+                warmup: None,
             };
             let before = priority_sim::scenarios(a.scenario.as_deref().unwrap(), &opts).unwrap();
             assert_eq!(configs(flags), before, "{flags:?}");
