@@ -47,6 +47,7 @@ use std::time::Duration;
 
 use braid_core::Instant;
 
+use super::delivery_rate::DeliveryRate;
 use super::{Acked, CcError, CongestionController};
 
 /// Startup gain 2/ln 2 (draft §4.3.1.1): doubles the sending rate each
@@ -87,8 +88,6 @@ const MAX_UP_ROUNDS: u32 = 10;
 
 /// Smallest window, in packets (§4.2.3.1).
 const MIN_PACKETS: u64 = 4;
-/// Most send snapshots kept (bounds memory if acknowledgements stop).
-const MAX_SNAPSHOTS: usize = 1 << 17;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -96,18 +95,6 @@ enum Mode {
     Drain,
     ProbeBw,
     ProbeRtt,
-}
-
-/// Per-packet state at send time (delivery-rate estimation §3.2).
-#[derive(Debug, Clone, Copy)]
-struct Snapshot {
-    sent_time: Instant,
-    delivered: u64,
-    delivered_time: Instant,
-    first_sent_time: Instant,
-    /// Bytes in flight once this packet was sent (v3 §2.2
-    /// packet.tx_in_flight).
-    tx_in_flight: u64,
 }
 
 /// BBR-style congestion control.
@@ -151,14 +138,8 @@ pub struct Bbr {
     cwnd: u64,
     /// Window saved by an RTO, restored by the next acknowledgement.
     prior_cwnd: Option<u64>,
-    // Delivery-rate estimation.
-    delivered: u64,
-    delivered_time: Instant,
-    first_sent_time: Instant,
-    snapshots: VecDeque<Snapshot>,
-    // Round trips (§4.1.1.3).
-    round: u64,
-    next_round_delivered: u64,
+    // Delivery-rate estimation and round trips (§4.1.1.3).
+    rate: DeliveryRate,
     // BtlBw max filter: (round, bytes/s), one entry per round.
     bw_samples: VecDeque<(u64, f64)>,
     btl_bw: f64,
@@ -242,12 +223,7 @@ impl Bbr {
             mode: Mode::Startup,
             cwnd: initial_window.max(MIN_PACKETS * mss),
             prior_cwnd: None,
-            delivered: 0,
-            delivered_time: Instant::ZERO,
-            first_sent_time: Instant::ZERO,
-            snapshots: VecDeque::new(),
-            round: 0,
-            next_round_delivered: 0,
+            rate: DeliveryRate::new(),
             bw_samples: VecDeque::new(),
             btl_bw: 0.0,
             rtprop: None,
@@ -364,10 +340,10 @@ impl Bbr {
             return;
         }
         match self.bw_samples.back_mut() {
-            Some((r, bw)) if *r == self.round => *bw = bw.max(sample),
-            _ => self.bw_samples.push_back((self.round, sample)),
+            Some((r, bw)) if *r == self.rate.round => *bw = bw.max(sample),
+            _ => self.bw_samples.push_back((self.rate.round, sample)),
         }
-        let oldest = self.round.saturating_sub(BW_WINDOW_ROUNDS - 1);
+        let oldest = self.rate.round.saturating_sub(BW_WINDOW_ROUNDS - 1);
         while self.bw_samples.front().is_some_and(|(r, _)| *r < oldest) {
             self.bw_samples.pop_front();
         }
@@ -394,7 +370,7 @@ impl Bbr {
     fn start_round(&mut self) {
         self.round_lost = 0;
         self.round_lost_packets = 0;
-        self.round_start_delivered = self.delivered;
+        self.round_start_delivered = self.rate.delivered;
         self.prev_round_min_rtt = self.round_min_rtt.take();
         self.prev_delivered_latest = std::mem::take(&mut self.delivered_latest);
     }
@@ -420,7 +396,7 @@ impl Bbr {
 
     /// v3 §4.5.10 IsInflightTooHigh, qualified by a standing queue.
     fn inflight_too_high(&self) -> bool {
-        let delivered = self.delivered.saturating_sub(self.round_start_delivered);
+        let delivered = self.rate.delivered.saturating_sub(self.round_start_delivered);
         let lossy = self.round_lost as f64 > LOSS_THRESH * (delivered + self.round_lost) as f64;
         let enough =
             self.mode != Mode::Startup || self.round_lost_packets >= STARTUP_FULL_LOSS_COUNT;
@@ -458,14 +434,14 @@ impl Bbr {
         }
         self.round_lost = 0;
         self.round_lost_packets = 0;
-        self.round_start_delivered = self.delivered;
+        self.round_start_delivered = self.rate.delivered;
         self.cwnd = self.cwnd.min(self.inflight_cap());
         tracing::debug!(
             mode = ?self.mode,
             inflight_hi = self.inflight_hi,
             btl_bw_mbit = self.btl_bw * 8e-6,
             cwnd = self.cwnd,
-            round = self.round,
+            round = self.rate.round,
             round_min_rtt_us = self.round_min_rtt.map(|r| r.as_micros() as u64),
             prev_round_min_rtt_us = self.prev_round_min_rtt.map(|r| r.as_micros() as u64),
             "bbr: loss with a standing queue bounds in flight"
@@ -671,7 +647,7 @@ impl Bbr {
         self.cycle_index = if std::mem::take(&mut self.probe_soon) {
             CYCLE.len() - 1
         } else {
-            2 + (self.round as usize % (CYCLE.len() - 2))
+            2 + (self.rate.round as usize % (CYCLE.len() - 2))
         };
         self.cycle_stamp = now;
     }
@@ -693,10 +669,10 @@ impl Bbr {
         self.ack_epoch_acked += acked_bytes;
         let extra = self.ack_epoch_acked.saturating_sub(expected).min(self.cwnd);
         match self.extra_acked_samples.back_mut() {
-            Some((r, e)) if *r == self.round => *e = (*e).max(extra),
-            _ => self.extra_acked_samples.push_back((self.round, extra)),
+            Some((r, e)) if *r == self.rate.round => *e = (*e).max(extra),
+            _ => self.extra_acked_samples.push_back((self.rate.round, extra)),
         }
-        let oldest = self.round.saturating_sub(EXTRA_ACKED_WINDOW_ROUNDS - 1);
+        let oldest = self.rate.round.saturating_sub(EXTRA_ACKED_WINDOW_ROUNDS - 1);
         while self
             .extra_acked_samples
             .front()
@@ -772,7 +748,7 @@ impl Bbr {
         // freely (slow-start-like).
         if self.filled_pipe {
             self.cwnd = (self.cwnd + acked_bytes).min(target);
-        } else if self.cwnd < target || self.delivered < self.initial_window {
+        } else if self.cwnd < target || self.rate.delivered < self.initial_window {
             self.cwnd += acked_bytes;
         }
         let mut cap = self.inflight_cap();
@@ -788,33 +764,11 @@ impl Bbr {
         if let Some(prior) = self.prior_cwnd.take() {
             self.cwnd = self.cwnd.max(prior);
         }
-        self.delivered += acked.bytes;
-        self.delivered_time = now;
-        // Snapshots of packets sent before this one were acknowledged or
-        // lost already (acknowledgements come in send order but for
-        // reordering, whose samples are simply skipped).
-        while self
-            .snapshots
-            .front()
-            .is_some_and(|s| s.sent_time < acked.sent_time)
-        {
-            self.snapshots.pop_front();
-        }
-        let snap = match self.snapshots.front() {
-            Some(s) if s.sent_time == acked.sent_time => Some(*s),
-            _ => None,
-        };
+        let snap = self.rate.on_ack(now, acked);
         let rtt = acked.rtt.latest;
         if let Some(s) = snap {
-            self.snapshots.pop_front();
-            self.first_sent_time = s.sent_time;
-            let send_elapsed = s.sent_time.saturating_duration_since(s.first_sent_time);
-            let ack_elapsed = now.saturating_duration_since(s.delivered_time);
-            let interval = send_elapsed.max(ack_elapsed);
-            let round_start = s.delivered >= self.next_round_delivered;
+            let round_start = s.round_start;
             if round_start {
-                self.next_round_delivered = self.delivered;
-                self.round += 1;
                 self.start_round();
                 if self.probing_up() {
                     // v3 BBRRaiseInflightHiSlope: twice the growth of the
@@ -824,11 +778,10 @@ impl Bbr {
             }
             // An interval shorter than RTprop would overestimate (§3.3).
             let floor = self.rtprop.unwrap_or(Duration::ZERO).min(rtt);
-            if interval >= floor && !interval.is_zero() {
-                let sample = (self.delivered - s.delivered) as f64 / interval.as_secs_f64();
+            if let Some(sample) = s.rate(floor) {
                 self.update_bw(sample, acked.app_limited);
             }
-            self.delivered_latest = self.delivered_latest.max(self.delivered - s.delivered);
+            self.delivered_latest = self.delivered_latest.max(s.delivered);
             self.last_tx_in_flight = s.tx_in_flight;
             self.check_full_pipe(round_start, acked.app_limited);
             if !acked.app_limited && !self.inflight_too_high() {
@@ -901,23 +854,9 @@ impl CongestionController for Bbr {
     }
 
     fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64) {
-        if bytes_in_flight <= bytes {
-            // Restarting from idle: intervals start now (§3.2).
-            self.first_sent_time = now;
-            self.delivered_time = now;
-        }
+        self.rate.on_sent(now, bytes, bytes_in_flight);
         self.bytes_in_flight = bytes_in_flight;
         self.window_full = bytes_in_flight + self.mss > self.cwnd;
-        if self.snapshots.len() >= MAX_SNAPSHOTS {
-            self.snapshots.pop_front();
-        }
-        self.snapshots.push_back(Snapshot {
-            sent_time: now,
-            delivered: self.delivered,
-            delivered_time: self.delivered_time,
-            first_sent_time: self.first_sent_time,
-            tx_in_flight: bytes_in_flight,
-        });
     }
 
     fn on_ack(&mut self, now: Instant, acked: &Acked) {
@@ -949,7 +888,7 @@ impl CongestionController for Bbr {
         // acknowledgement shows the path works, then resume (§4.2.3.3).
         self.prior_cwnd = Some(self.cwnd.max(self.prior_cwnd.unwrap_or(0)));
         self.cwnd = MIN_PACKETS * self.mss;
-        self.snapshots.clear();
+        self.rate.clear();
         self.bytes_in_flight = 0;
     }
 

@@ -23,6 +23,7 @@
 mod bbr;
 mod cubic;
 mod delay;
+mod delivery_rate;
 mod ledbat;
 mod multcp;
 mod newreno;

@@ -82,17 +82,15 @@
 //! queue, or the delivery rate stops growing (three rounds below +25%,
 //! BBR's full-pipe test), then drains once.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use braid_core::Instant;
 
+use super::delivery_rate::DeliveryRate;
 use super::{Acked, CcError, CongestionController};
 
 /// Smallest window, in packets.
 const MIN_PACKETS: u64 = 4;
-/// Most send snapshots kept (bounds memory if acknowledgements stop).
-const MAX_SNAPSHOTS: usize = 1 << 17;
 /// The target queue is at least this many packets' serialization time at
 /// the measured rate: acknowledgements and paced sends come in packets.
 const TARGET_FLOOR_PACKETS: f64 = 3.0;
@@ -136,97 +134,6 @@ enum Mode {
     Startup,
     Drain,
     Cruise,
-}
-
-/// Per-packet state at send time (delivery-rate estimation §3.2).
-#[derive(Debug, Clone, Copy)]
-struct Snapshot {
-    sent_time: Instant,
-    delivered: u64,
-    delivered_time: Instant,
-    first_sent_time: Instant,
-}
-
-/// A delivery-rate sample and whether it began a new round trip.
-#[derive(Debug, Clone, Copy)]
-struct RateSample {
-    /// Bytes per second, if the interval was long enough to mean anything.
-    rate: Option<f64>,
-    round_start: bool,
-}
-
-/// Delivery-rate samples and round-trip counting
-/// (draft-cheng-iccrg-delivery-rate-estimation §3; rounds as BBR §4.1.1.3).
-#[derive(Debug, Clone)]
-struct DeliveryRate {
-    delivered: u64,
-    delivered_time: Instant,
-    first_sent_time: Instant,
-    snapshots: VecDeque<Snapshot>,
-    round: u64,
-    next_round_delivered: u64,
-}
-
-impl DeliveryRate {
-    fn new() -> Self {
-        DeliveryRate {
-            delivered: 0,
-            delivered_time: Instant::ZERO,
-            first_sent_time: Instant::ZERO,
-            snapshots: VecDeque::new(),
-            round: 0,
-            next_round_delivered: 0,
-        }
-    }
-
-    fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64) {
-        if bytes_in_flight <= bytes {
-            // Restarting from idle: intervals start now (§3.2).
-            self.first_sent_time = now;
-            self.delivered_time = now;
-        }
-        if self.snapshots.len() >= MAX_SNAPSHOTS {
-            self.snapshots.pop_front();
-        }
-        self.snapshots.push_back(Snapshot {
-            sent_time: now,
-            delivered: self.delivered,
-            delivered_time: self.delivered_time,
-            first_sent_time: self.first_sent_time,
-        });
-    }
-
-    /// One acknowledged packet; `min_interval` is the shortest interval
-    /// that yields a sample (shorter ones over-estimate, §3.3).
-    fn on_ack(&mut self, now: Instant, acked: &Acked, min_interval: Duration) -> RateSample {
-        self.delivered += acked.bytes;
-        self.delivered_time = now;
-        // Acknowledgements come in send order; packets sent before this
-        // one were acknowledged or lost already.
-        while self.snapshots.front().is_some_and(|s| s.sent_time < acked.sent_time) {
-            self.snapshots.pop_front();
-        }
-        let Some(s) = self.snapshots.front().copied().filter(|s| s.sent_time == acked.sent_time) else {
-            return RateSample { rate: None, round_start: false };
-        };
-        self.snapshots.pop_front();
-        self.first_sent_time = s.sent_time;
-        let send_elapsed = s.sent_time.saturating_duration_since(s.first_sent_time);
-        let ack_elapsed = now.saturating_duration_since(s.delivered_time);
-        let interval = send_elapsed.max(ack_elapsed);
-        let round_start = s.delivered >= self.next_round_delivered;
-        if round_start {
-            self.next_round_delivered = self.delivered;
-            self.round += 1;
-        }
-        let rate = (interval >= min_interval && !interval.is_zero())
-            .then(|| (self.delivered - s.delivered) as f64 / interval.as_secs_f64());
-        RateSample { rate, round_start }
-    }
-
-    fn clear(&mut self) {
-        self.snapshots.clear();
-    }
 }
 
 /// The target-queue controller (see the module documentation for the
@@ -645,11 +552,11 @@ impl CongestionController for TargetQueue {
         self.last_ack_time = Some(now);
         let spans_stall = self.stall_end.is_some_and(|end| acked.sent_time < end);
         let min_interval = self.min_rtt.unwrap_or(Duration::ZERO).min(rtt);
-        let sample = self.rate.on_ack(now, acked, min_interval);
-        if sample.round_start {
+        let sample = self.rate.on_ack(now, acked);
+        if sample.is_some_and(|s| s.round_start) {
             self.on_round_start();
         }
-        if let Some(bw) = sample.rate {
+        if let Some(bw) = sample.and_then(|s| s.rate(min_interval)) {
             // An application-limited sample only counts if it raises the
             // estimate: it says nothing about the link's limit.
             if (!acked.app_limited && !spans_stall) || bw > self.bandwidth() {
@@ -765,6 +672,7 @@ impl CongestionController for TargetQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
     use crate::cc::RttEstimate;
     use proptest::prelude::*;
 
