@@ -37,9 +37,13 @@ fn a_file_arrives_byte_exact_and_is_never_overwritten() {
     let s = last_json(&sent);
     assert_eq!(s["ok"], true);
     assert_eq!(s["bytes"], content.len() as u64);
+    assert_eq!(s["encrypted"], true, "{s}");
+    assert_eq!(s["trust"], "tofu");
 
     let r = server.next_json(LIMIT);
     assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["encrypted"], true, "{r}");
+    assert!(r["peer_key"].as_str().is_some_and(|k| k.starts_with("braid")), "{r}");
     assert_eq!(r["bytes"], content.len() as u64);
     assert_eq!(r["sha256"], s["sha256"]);
     let saved = std::path::PathBuf::from(r["saved"].as_str().unwrap());
@@ -116,4 +120,28 @@ fn text_output_reports_each_transfer() {
     assert!(sent.stdout.contains("sha256 ok"), "{}", sent.stdout);
     assert!(sent.stdout.contains("3 bytes"), "{}", sent.stdout);
     assert_eq!(server.wait_exit(LIMIT), Some(0));
+}
+
+#[test]
+fn an_unknown_server_is_refused_and_insecure_needs_both_sides() {
+    let server = Server::start(&[]);
+    let dir = TempDir::new("known-hosts");
+    let hosts = dir.0.join("known_hosts");
+    let hosts = hosts.to_str().unwrap();
+    // Known hosts only, and the server is not in them: refused, and told how to trust it.
+    let out = run(&["send", "--to", &server.addr, "--bytes", "1000", "--known-hosts", hosts], LIMIT);
+    assert!(!out.success(), "{out:?}");
+    assert!(out.stderr.contains("not in") && out.stderr.contains("--tofu"), "{}", out.stderr);
+    // A client without authentication cannot talk to a server with it.
+    let out = run(&["send", "--to", &server.addr, "--bytes", "1000", "--insecure-no-auth"], LIMIT);
+    assert!(!out.success(), "{out:?}");
+    assert!(out.stderr.contains("requires authentication"), "{}", out.stderr);
+    // Trusting on first use records the key; then known hosts alone suffice.
+    let out = run(&["send", "--to", &server.addr, "--bytes", "1000", "--known-hosts", hosts, "--tofu", "--json"], LIMIT);
+    assert!(out.success(), "{out:?}");
+    let key = last_json(&out)["peer_key"].as_str().unwrap().to_string();
+    assert!(std::fs::read_to_string(hosts).unwrap().contains(&key));
+    let out = run(&["send", "--to", &server.addr, "--bytes", "1000", "--known-hosts", hosts, "--json"], LIMIT);
+    assert!(out.success(), "{out:?}");
+    assert!(last_json(&out)["cipher"].as_str().is_some(), "{out:?}");
 }

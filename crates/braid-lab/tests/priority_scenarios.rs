@@ -121,24 +121,32 @@ fn latecomer_shares_fairly_with_the_multiplicative_decrease() {
     );
 }
 
-/// One MulTCP(N) flow against one TCP flow: throughput ratio within ±25%
-/// of N for N = 1..4, on three seeds.
+/// One MulTCP(N) flow against one TCP flow: the throughput ratio averaged
+/// over three seeds is within ±20% of N for N = 1..4, and no single run is
+/// off by more than 35%. One run's ratio is a noisy estimate (random loss,
+/// a few hundred loss epochs): over seeds 1-10 single runs spread 2.76-3.91
+/// at N = 3 and 3.29-5.02 at N = 4, with means 3.16 and 4.27; the mean of
+/// seeds is what estimates the controller's share.
 #[test]
 fn multcp_takes_n_shares() {
-    for seed in 1..=3 {
-        for n in [1.0, 2.0, 3.0, 4.0] {
+    for n in [1.0, 2.0, 3.0, 4.0] {
+        let mut ratios = Vec::new();
+        for seed in 1..=3 {
             let o = ScenarioOptions { seed, ..opts() };
             let r = run(&multcp(&o, n).unwrap()).unwrap();
             no_errors(&r);
             let p = phase(&r, "steady");
             let ratio = mbps(p, &format!("multcp{n}")) / mbps(p, "tcp");
+            ratios.push(ratio);
             assert!(
-                (ratio - n).abs() <= 0.25 * n,
+                (ratio - n).abs() <= 0.35 * n,
                 "seed {seed}, N = {n}: ratio {ratio:.2}\n{}",
                 dump(&r)
             );
             assert!(p.utilization.unwrap() >= 0.9, "{}", dump(&r));
         }
+        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        assert!((mean - n).abs() <= 0.2 * n, "N = {n}: mean ratio {mean:.2} of {ratios:.2?}");
     }
 }
 

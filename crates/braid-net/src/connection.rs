@@ -233,6 +233,20 @@ impl Connection {
         (&self.inner.shared, self.inner.handle)
     }
 
+    /// The peer's public key, proved by the handshake (`None` when the
+    /// endpoints run without authentication).
+    pub fn peer_key(&self) -> Option<braid_identity::PublicKey> {
+        let r = &*self.inner;
+        r.shared.lock().ep.peer_key(r.handle)
+    }
+
+    /// The cipher suite sealing this connection's packets (`None` without
+    /// authentication).
+    pub fn cipher_suite(&self) -> Option<braid_proto::CipherSuite> {
+        let r = &*self.inner;
+        r.shared.lock().ep.cipher_suite(r.handle)
+    }
+
     /// The peer's address (on the handshake's path).
     pub fn remote_addr(&self) -> SocketAddr {
         self.inner.remote

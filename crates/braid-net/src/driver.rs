@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use braid_core::Instant;
 use braid_proto::Event;
-use bytes::Bytes;
+use bytes::BytesMut;
 
 use crate::error::DriverExit;
 use crate::shared::{Inner, Shared, Signals, Slot, Status};
@@ -52,7 +52,7 @@ struct Pending {
 struct Driver {
     receiver: Receiver,
     /// Datagrams with their sender and the local address they reached.
-    received: Vec<(SocketAddr, Option<IpAddr>, Bytes)>,
+    received: Vec<(SocketAddr, Option<IpAddr>, BytesMut)>,
     pending: VecDeque<Pending>,
     /// Spare transmit buffers, so sending allocates nothing in steady state.
     pool: Vec<Vec<u8>>,
@@ -190,7 +190,7 @@ impl Driver {
             // The local address tells the paths of a multipath connection
             // apart on a socket bound to a wildcard address.
             let local = local_ip.map(|ip| SocketAddr::new(ip, port));
-            inner.ep.handle_datagram_on(now, local, remote, datagram);
+            inner.ep.handle_datagram_mut_on(now, local, remote, datagram);
         }
         // The deadline computed at the end of the previous turn: anything
         // the application changed since then only adds later timers, or

@@ -78,16 +78,27 @@ impl Endpoint {
         Endpoint::bind_with(addr, EndpointConfig::default())
     }
 
-    /// Bind with `config`. The endpoint's random seed (connection IDs,
-    /// cookie key) comes from the operating system.
+    /// Bind with `config`. The endpoint's randomness (connection IDs,
+    /// cookie key, handshake keys) is a CSPRNG seeded with 32 bytes from the
+    /// operating system.
     pub fn bind_with(addr: SocketAddr, config: EndpointConfig) -> Result<Endpoint, NetError> {
-        Endpoint::bind_with_seed(addr, config, rand::random())
+        let seed: [u8; 32] = rand::random();
+        Endpoint::bind_protocol(addr, config, |config| braid_proto::Endpoint::with_seed(config, seed))
     }
 
     /// Bind with `config` and an explicit protocol seed, for reproducible
-    /// runs. The seed keys the handshake cookies, so a real deployment
-    /// should use [`Endpoint::bind_with`].
+    /// runs. The seed keys the handshake cookies and connection IDs and
+    /// has only 64 bits, so a real deployment should use
+    /// [`Endpoint::bind_with`].
     pub fn bind_with_seed(addr: SocketAddr, config: EndpointConfig, seed: u64) -> Result<Endpoint, NetError> {
+        Endpoint::bind_protocol(addr, config, |config| braid_proto::Endpoint::new(config, seed))
+    }
+
+    fn bind_protocol(
+        addr: SocketAddr,
+        config: EndpointConfig,
+        protocol: impl FnOnce(EndpointConfig) -> braid_proto::Endpoint,
+    ) -> Result<Endpoint, NetError> {
         config.transport.validate()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| NetError::NoRuntime)?;
         let socket = UdpSocket::bind(addr)?;
@@ -97,7 +108,7 @@ impl Endpoint {
             socket,
             local_addr,
             clock: Clock::new(),
-            inner: Mutex::new(Inner::new(braid_proto::Endpoint::new(config, seed))),
+            inner: Mutex::new(Inner::new(protocol(config))),
             wake: tokio::sync::Notify::new(),
             accept: tokio::sync::Notify::new(),
             exited: tokio::sync::Notify::new(),

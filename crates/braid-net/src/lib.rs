@@ -29,6 +29,7 @@ mod driver;
 mod endpoint;
 mod error;
 mod multipath;
+mod security;
 mod shared;
 mod socket;
 
@@ -39,4 +40,7 @@ pub use braid_proto::{
 pub use bytes::Bytes;
 pub use connection::{CongestionParameters, Connection};
 pub use endpoint::Endpoint;
+pub use security::{pinned_pair, NodeSecurity, PinnedKey, SecurityError, TrustVerifier};
+pub use braid_proto::{CipherSuite, Security};
+pub use braid_identity::{Identity, PublicKey, TrustPolicy};
 pub use error::{ConnectionError, NetError};

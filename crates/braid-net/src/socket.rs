@@ -4,7 +4,7 @@
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState, BATCH_SIZE};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
@@ -165,7 +165,7 @@ impl Receiver {
     pub(crate) fn recv(
         &mut self,
         socket: &UdpSocket,
-        out: &mut Vec<(SocketAddr, Option<IpAddr>, Bytes)>,
+        out: &mut Vec<(SocketAddr, Option<IpAddr>, BytesMut)>,
     ) -> io::Result<usize> {
         let metas = &mut self.metas;
         let mut slots = self.buf.chunks_mut(SLOT_SIZE);
@@ -182,20 +182,20 @@ impl Receiver {
         for (meta, iov) in metas.iter().zip(iovs.iter()) {
             data.extend_from_slice(&iov[..len(meta)]);
         }
-        let data = data.freeze();
+        // Each datagram is split off as its own view of the buffer (no
+        // copy), which the endpoint may modify: sealed packets are opened
+        // in place.
         let before = out.len();
-        let mut offset = 0;
         for meta in metas {
-            let end = offset + len(meta);
-            if offset == end {
+            let mut rest = data.split_to(len(meta));
+            if rest.is_empty() {
                 // Still handed over, so the endpoint counts it as malformed.
-                out.push((meta.addr, meta.dst_ip, Bytes::new()));
+                out.push((meta.addr, meta.dst_ip, BytesMut::new()));
             }
-            let stride = if meta.stride == 0 { end - offset } else { meta.stride };
-            while offset < end {
-                let next = (offset + stride).min(end);
-                out.push((meta.addr, meta.dst_ip, data.slice(offset..next)));
-                offset = next;
+            let stride = if meta.stride == 0 { rest.len() } else { meta.stride };
+            while !rest.is_empty() {
+                let piece = rest.split_to(stride.min(rest.len()));
+                out.push((meta.addr, meta.dst_ip, piece));
             }
         }
         Ok(out.len() - before)

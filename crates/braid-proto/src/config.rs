@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::cc::CcAlgorithm;
+use crate::crypto::Security;
 
 /// Per-connection transport parameters.
 ///
@@ -54,6 +55,9 @@ pub struct TransportConfig {
     pub pacing: bool,
     /// Give up a handshake after this long.
     pub handshake_timeout: Duration,
+    /// An authenticated connection updates its packet keys at least this
+    /// often (and after 2^22 packets with one key, whichever is first).
+    pub key_update_interval: Duration,
 }
 
 impl Default for TransportConfig {
@@ -74,6 +78,7 @@ impl Default for TransportConfig {
             initial_rtt: Duration::from_millis(333),
             pacing: true,
             handshake_timeout: Duration::from_secs(30),
+            key_update_interval: Duration::from_secs(120),
         }
     }
 }
@@ -133,6 +138,11 @@ pub struct EndpointConfig {
     /// Transport parameters of accepted connections, and the default for
     /// [`crate::Endpoint::connect`].
     pub transport: TransportConfig,
+    /// Authentication and encryption (see [`crate::crypto::Security`]: the
+    /// protocol core's default is insecure; drivers default to
+    /// authenticated). Not serialized: it holds key material.
+    #[serde(skip)]
+    pub security: Security,
 }
 
 impl Default for EndpointConfig {
@@ -142,6 +152,7 @@ impl Default for EndpointConfig {
             max_connections: 10_000,
             cookie_lifetime: Duration::from_secs(10),
             transport: TransportConfig::default(),
+            security: Security::default(),
         }
     }
 }

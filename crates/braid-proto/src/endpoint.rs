@@ -16,13 +16,14 @@ use std::hash::Hasher;
 use std::net::{IpAddr, SocketAddr};
 
 use braid_core::{Instant, RngCore, SeedableRng};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use siphasher::sip128::{Hasher128, SipHasher24};
 
 use crate::config::{EndpointConfig, TransportConfig};
-use crate::connection::{Connection, CLOSE_REFUSED};
+use crate::connection::{Connection, ServerKeys, CLOSE_REFUSED, CLOSE_UNAUTHORIZED};
+use crate::crypto::{noise, protection::Protection, CipherSuite, PublicKey};
 use crate::stats::{ConnectionStats, EndpointStats, PathInfo};
-use crate::wire::{self, Frame, Header, Packet, PacketType};
+use crate::wire::{self, Frame, Header, Packet, PacketType, PublicHeader};
 
 /// Identifies a connection within its endpoint. Never reused by an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -62,6 +63,10 @@ pub enum CloseReason {
     Refused,
     /// The peer broke the protocol; the text says how.
     ProtocolViolation(String),
+    /// Authentication failed: we refused the peer's key, or the peer
+    /// refused ours, or one side runs without authentication and the
+    /// other requires it. The text says which and what to do.
+    Unauthorized(String),
 }
 
 impl std::fmt::Display for CloseReason {
@@ -73,6 +78,7 @@ impl std::fmt::Display for CloseReason {
             CloseReason::HandshakeTimeout => f.write_str("handshake timed out"),
             CloseReason::Refused => f.write_str("connection refused by peer"),
             CloseReason::ProtocolViolation(why) => write!(f, "protocol violation: {why}"),
+            CloseReason::Unauthorized(why) => write!(f, "not authorized: {why}"),
         }
     }
 }
@@ -204,9 +210,22 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// A new endpoint; `seed` drives connection IDs and the cookie key.
+    /// A new endpoint whose connection IDs, cookie key and handshake
+    /// ephemeral keys all come from `seed`: for simulations and tests,
+    /// where runs must repeat. Real endpoints use [`Endpoint::with_seed`]
+    /// with 32 bytes from the operating system, since 64 bits are too few
+    /// to keep the cookie key and connection IDs unguessable.
     pub fn new(config: EndpointConfig, seed: u64) -> Self {
-        let mut rng = braid_core::Rng::seed_from_u64(seed);
+        Self::from_rng(config, braid_core::Rng::seed_from_u64(seed))
+    }
+
+    /// A new endpoint whose randomness is a CSPRNG seeded with `seed`
+    /// (pass 32 bytes of OS randomness).
+    pub fn with_seed(config: EndpointConfig, seed: [u8; 32]) -> Self {
+        Self::from_rng(config, braid_core::Rng::from_seed(seed))
+    }
+
+    fn from_rng(config: EndpointConfig, mut rng: braid_core::Rng) -> Self {
         let cookie_key = (rng.next_u64(), rng.next_u64());
         Endpoint {
             config,
@@ -260,7 +279,9 @@ impl Endpoint {
         }
         let handle = self.new_handle();
         let cid = self.new_cid();
-        let conn = Connection::new_client(handle, now, local, remote, cid, transport);
+        let credentials = self.config.security.credentials().cloned();
+        let seed = self.new_seed();
+        let conn = Connection::new_client(handle, now, local, remote, cid, transport, credentials, seed);
         self.insert(handle, cid, conn);
         self.stats.connections_initiated += 1;
         Ok(handle)
@@ -278,6 +299,13 @@ impl Endpoint {
                 return cid;
             }
         }
+    }
+
+    /// 32 fresh random bytes (a handshake's ephemeral key).
+    fn new_seed(&mut self) -> [u8; 32] {
+        let mut seed = [0u8; 32];
+        self.rng.fill_bytes(&mut seed);
+        seed
     }
 
     fn insert(&mut self, handle: ConnectionHandle, cid: u64, conn: Connection) {
@@ -303,19 +331,40 @@ impl Endpoint {
         remote: SocketAddr,
         datagram: Bytes,
     ) {
+        // Opening a sealed packet works in place: a datagram that is its
+        // buffer's only owner costs no copy.
+        let datagram = datagram.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+        self.handle_datagram_mut_on(now, local, remote, datagram);
+    }
+
+    /// [`Endpoint::handle_datagram_on`] for a datagram in a buffer the
+    /// endpoint may modify (a sealed packet is opened in place, without a
+    /// copy): what a driver that receives into its own buffers hands over.
+    pub fn handle_datagram_mut_on(
+        &mut self,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        datagram: BytesMut,
+    ) {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
         let size = datagram.len();
-        let packet = match Packet::decode(datagram) {
-            Ok(p) => p,
+        let header = match PublicHeader::decode_slice(&datagram) {
+            Ok(h) => h,
             Err(_) => {
                 self.stats.malformed_datagrams += 1;
                 return;
             }
         };
-        let header = &packet.header;
         if header.ty == PacketType::Initial {
-            self.handle_initial(now, local, remote, &packet, size);
+            // Unprotected: its only frames are PING and padding.
+            let pn = u64::from(header.pn_truncated);
+            let payload = datagram.freeze().slice(header.payload_offset..);
+            match Packet::from_parts(header.header(pn), payload) {
+                Ok(packet) => self.handle_initial(now, local, remote, &packet, size),
+                Err(_) => self.stats.malformed_datagrams += 1,
+            }
             return;
         }
         let Some(&handle) = self.by_cid.get(&header.dst_cid) else {
@@ -324,10 +373,9 @@ impl Endpoint {
         };
         let Some(conn) = self.connections.get_mut(&handle) else { return };
         if header.ty == PacketType::Retry {
-            let cookie = header.cookie.clone();
-            conn.on_retry(now, cookie, header.echo_timestamp_us);
+            conn.on_retry(now, &header);
         } else {
-            conn.handle_packet(now, local, remote, packet, size);
+            conn.handle_datagram(now, local, remote, datagram, header, size);
         }
         self.mark_active(handle);
     }
@@ -376,6 +424,12 @@ impl Endpoint {
             self.queue_refusal(local, remote, header.src_cid);
             return;
         }
+        // The cookie proved the address; now the key, still before any
+        // state is kept.
+        let keys = match self.authenticate_initial(now, local, remote, header) {
+            Ok(keys) => keys,
+            Err(()) => return,
+        };
         let handle = self.new_handle();
         let cid = self.new_cid();
         let conn =
@@ -387,10 +441,68 @@ impl Endpoint {
                 header.src_cid,
                 header.timestamp_us,
                 self.config.transport.clone(),
+                keys,
             );
         self.by_initial.insert((remote, header.src_cid), handle);
         self.insert(handle, cid, conn);
         self.stats.connections_accepted += 1;
+    }
+
+    /// Server: the Noise handshake of an address-validated Initial. The
+    /// keys of the new connection, `None` if neither side authenticates,
+    /// or `Err` when the Initial was answered (refused) or dropped.
+    fn authenticate_initial(
+        &mut self,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        header: &Header,
+    ) -> Result<Option<ServerKeys>, ()> {
+        let Some(credentials) = self.config.security.credentials().cloned() else {
+            if header.noise.is_empty() {
+                return Ok(None);
+            }
+            self.stats.connections_refused += 1;
+            let why = "this server runs without authentication (--insecure-no-auth); connect with --insecure-no-auth too";
+            self.queue_unauthorized(local, remote, header.src_cid, why);
+            return Err(());
+        };
+        if header.noise.is_empty() {
+            self.stats.connections_refused += 1;
+            let why = "this server requires authentication; the client ran with --insecure-no-auth";
+            self.queue_unauthorized(local, remote, header.src_cid, why);
+            return Err(());
+        }
+        let seed = self.new_seed();
+        let verifier = credentials.verifier.clone();
+        let result = noise::respond(
+            &credentials.identity,
+            &credentials.suites,
+            header.src_cid,
+            &header.cookie,
+            &header.noise,
+            seed,
+            |key: &PublicKey| verifier.verify(remote, key),
+        );
+        match result {
+            Err(_) => {
+                self.stats.handshake_failures += 1;
+                Err(())
+            }
+            Ok(Err(refusal)) => {
+                self.stats.peers_refused += 1;
+                self.queue_unauthorized(local, remote, header.src_cid, &format!("the server refused this client's key: {refusal}"));
+                Err(())
+            }
+            Ok(Ok(hs)) => {
+                let s = hs.secrets;
+                Ok(Some(ServerKeys {
+                    protection: Protection::new(s.suite, s.send, s.recv, now),
+                    accept_noise: Bytes::from(hs.message),
+                    client_key: hs.client_key,
+                }))
+            }
+        }
     }
 
     fn cookie_mac(&self, issued_ms: u64, remote: SocketAddr, client_cid: u64) -> [u8; 16] {
@@ -417,6 +529,13 @@ impl Endpoint {
             dst_cid: client_cid,
             src_cid: 0,
             cookie: Bytes::from(cookie),
+            noise: Bytes::new(),
+            // The server's identity, for the client to check (or learn)
+            // before it sends its own.
+            server_key: match self.config.security.credentials() {
+                Some(c) => Bytes::copy_from_slice(&c.identity.public_key().to_bytes()),
+                None => Bytes::new(),
+            },
             path_id: 0,
             pn: 0,
             timestamp_us: 0,
@@ -452,19 +571,33 @@ impl Endpoint {
     }
 
     fn queue_refusal(&mut self, local: Option<SocketAddr>, remote: SocketAddr, client_cid: u64) {
-        let mut buf = Vec::with_capacity(64);
+        self.queue_close(local, remote, client_cid, CLOSE_REFUSED, "refused");
+    }
+
+    fn queue_unauthorized(&mut self, local: Option<SocketAddr>, remote: SocketAddr, client_cid: u64, why: &str) {
+        self.queue_close(local, remote, client_cid, CLOSE_UNAUTHORIZED, why);
+    }
+
+    /// A stateless CLOSE in a plaintext Accept (there are no keys to seal
+    /// it with). A client believes one only while handshaking, and only
+    /// if it echoes the client's random connection ID.
+    fn queue_close(&mut self, local: Option<SocketAddr>, remote: SocketAddr, client_cid: u64, code: u64, why: &str) {
+        let mut buf = Vec::with_capacity(64 + why.len());
         let header = Header {
             ty: PacketType::Accept,
             dst_cid: client_cid,
             src_cid: 0,
             cookie: Bytes::new(),
+            noise: Bytes::new(),
+            server_key: Bytes::new(),
             path_id: 0,
             pn: 0,
             timestamp_us: 0,
             echo_timestamp_us: 0,
         };
         wire::encode_header(&mut buf, &header);
-        wire::encode_frame(&mut buf, &Frame::Close { code: CLOSE_REFUSED, reason: Bytes::from_static(b"refused") });
+        let reason = Bytes::copy_from_slice(why.as_bytes());
+        wire::encode_frame(&mut buf, &Frame::Close { code, reason });
         self.stateless.push_back((local, remote, buf));
     }
 
@@ -626,6 +759,18 @@ impl Endpoint {
     /// Why a connection closed, once it has.
     pub fn close_reason(&self, conn: ConnectionHandle) -> Option<CloseReason> {
         self.connections.get(&conn).and_then(|c| c.close_reason().cloned())
+    }
+
+    /// The peer's public key, once the handshake has proved it (`None`
+    /// without authentication).
+    pub fn peer_key(&self, conn: ConnectionHandle) -> Option<PublicKey> {
+        self.connections.get(&conn).and_then(|c| c.peer_key())
+    }
+
+    /// The cipher suite sealing the connection's packets (`None` without
+    /// authentication, or before the handshake completes).
+    pub fn cipher_suite(&self, conn: ConnectionHandle) -> Option<CipherSuite> {
+        self.connections.get(&conn).and_then(|c| c.cipher_suite())
     }
 
     /// Counters of one connection.

@@ -61,6 +61,7 @@
 pub use braid_recovery::cc;
 mod config;
 mod connection;
+pub mod crypto;
 mod endpoint;
 mod multipath;
 use braid_recovery::pacer;
@@ -79,6 +80,7 @@ pub use braid_progmp as progmp;
 pub use multipath::MAX_PATHS;
 pub use cc::{CcAlgorithm, CcError, CongestionController};
 pub use config::{ConfigError, EndpointConfig, TransportConfig};
+pub use crypto::{AcceptAnyKey, CipherSuite, Credentials, PeerVerifier, Security};
 pub use endpoint::{
     CloseReason, ConnectError, ConnectionHandle, Endpoint, Event, PathError, RecvError, SendError, Transmit,
 };

@@ -174,6 +174,9 @@ pub(crate) struct Path {
 
     // Receiving.
     pub received: RangeSet,
+    /// Packet numbers below this were forgotten by `received` (see
+    /// [`Path::on_received`]).
+    pub received_floor: u64,
     pub largest_received: Option<(u64, Instant)>,
     /// Peer timestamp of the highest-numbered packet received (echoed).
     pub echo_timestamp_us: u64,
@@ -217,6 +220,7 @@ impl Path {
             pacing_until: None,
             ping_pending: false,
             received: RangeSet::new(),
+            received_floor: 0,
             largest_received: None,
             echo_timestamp_us: 0,
             ack_eliciting_unacked: 0,
@@ -451,14 +455,18 @@ impl Path {
     }
 
     /// Records a received packet number. Returns (duplicate, is largest,
-    /// in order).
+    /// in order). A number below the oldest range still remembered counts
+    /// as a duplicate: it may have been received, and a replay must never
+    /// act twice.
     #[inline]
     pub fn on_received(&mut self, now: Instant, pn: u64, timestamp_us: u64) -> (bool, bool, bool) {
-        let duplicate = self.received.contains(pn);
+        let duplicate = pn < self.received_floor || self.received.contains(pn);
         if !duplicate {
             self.received.insert(pn..pn + 1);
             while self.received.range_count() > MAX_ACK_RANGES {
-                self.received.pop_first();
+                if let Some(forgotten) = self.received.pop_first() {
+                    self.received_floor = self.received_floor.max(forgotten.end);
+                }
             }
         }
         let is_largest = self.largest_received.is_none_or(|(l, _)| pn > l);

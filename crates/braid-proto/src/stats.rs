@@ -32,6 +32,11 @@ pub struct EndpointStats {
     pub connections_refused: u64,
     /// Connections currently held.
     pub connections_open: u64,
+    /// Handshakes whose Noise message failed (altered, or addressed to
+    /// another key); nothing was kept for them.
+    pub handshake_failures: u64,
+    /// Handshakes refused because the peer's key is not trusted.
+    pub peers_refused: u64,
 }
 
 /// Per-connection counters and estimates.
@@ -67,6 +72,10 @@ pub struct ConnectionStats {
     pub stream_bytes_received: u64,
     /// Frames or packets dropped as malformed on this connection.
     pub malformed_packets: u64,
+    /// Packets whose authentication tag did not verify: dropped unread.
+    pub auth_failures: u64,
+    /// Key updates (either side's).
+    pub key_updates: u64,
     /// Smoothed RTT.
     #[serde(serialize_with = "ser_duration_us")]
     pub smoothed_rtt: Duration,

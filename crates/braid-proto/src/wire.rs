@@ -1,15 +1,16 @@
-//! Braid wire format, version 2 (version 1 had no paths).
+//! Braid wire format, version 3 (version 2 had no encryption, version 1 no
+//! paths).
 //!
 //! Every datagram is one packet:
 //!
 //! ```text
 //! version:u8  type:u8  dst_cid:u64
-//! [Initial] src_cid:u64 cookie_len:varint cookie
-//! [Retry]   cookie_len:varint cookie
-//! [Accept]  src_cid:u64
+//! [Initial] src_cid:u64 cookie_len:varint cookie noise_len:varint noise
+//! [Retry]   cookie_len:varint cookie key_len:varint key
+//! [Accept]  src_cid:u64 noise_len:varint noise
 //! [Data]    path_id:varint
-//! pn:varint  timestamp_us:varint  echo_timestamp_us:varint
-//! frames...  (to the end of the datagram)
+//! timestamp_us:varint  echo_timestamp_us:varint  pn:u32
+//! frames...  (to the end of the datagram; sealed: ciphertext, then a 16-byte tag)
 //! ```
 //!
 //! Integers are big-endian; `varint` is QUIC's variable-length integer
@@ -19,6 +20,21 @@
 //! packet the sender has received from its peer on the same path (0 if
 //! none). Together with the ACK delay, they give RTT and one-way-delay
 //! samples (LEDBAT, and the delay estimators of the ProgMP thesis §5.8.2).
+//!
+//! **Packet numbers** go on the wire as their low 32 bits, last in the
+//! header, and the receiver restores the full number from the largest it
+//! has received on the path (RFC 9000 §17.1 and Appendix A.3).
+//!
+//! **Protection** (see [`crate::crypto`]). The handshake (Initial, Retry)
+//! is not encrypted: the Initial's `noise` field carries the Noise IK
+//! handshake's first message and the Retry's `key` field the server's
+//! Ed25519 public key (empty when the endpoints run without
+//! authentication). Accept and Data packets of an authenticated connection
+//! are sealed with an AEAD whose associated data is the whole header; the
+//! Accept's `noise` field carries the handshake's second message until the
+//! client has confirmed. Header protection masks the packet number and the
+//! key-phase bit (`0x40` of the type byte), which the type's decoding
+//! ignores.
 //!
 //! **Paths.** A connection may run over several paths (MPTCP's subflows,
 //! RFC 8684 §2), each a pair of local and remote addresses with its own
@@ -45,7 +61,16 @@
 use bytes::{Buf, BufMut, Bytes};
 
 /// The only version this implementation speaks.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
+/// Bytes of the packet number on the wire.
+pub const PN_LEN: usize = 4;
+/// Longest Noise handshake message accepted.
+pub const MAX_NOISE_LEN: usize = 256;
+/// Length of the key a Retry may carry (an Ed25519 public key).
+pub const SERVER_KEY_LEN: usize = 32;
+/// Bits of the type byte that name the packet type (the rest is the key
+/// phase, under header protection).
+const TYPE_MASK: u8 = 0x3f;
 /// Largest path identifier accepted.
 pub const MAX_PATH_ID: u64 = u32::MAX as u64;
 /// Largest value a varint can hold.
@@ -101,6 +126,12 @@ pub struct Header {
     pub src_cid: u64,
     /// Cookie (Initial and Retry only; empty in a first Initial).
     pub cookie: Bytes,
+    /// Noise handshake message (Initial, Accept; empty without
+    /// authentication and in Accepts once not needed).
+    pub noise: Bytes,
+    /// The server's Ed25519 public key (Retry only; empty without
+    /// authentication).
+    pub server_key: Bytes,
     /// Path the packet travels on (Data packets; 0 for the handshake).
     pub path_id: u32,
     /// Packet number, in the path's number space.
@@ -295,20 +326,28 @@ const FRAME_DATA: u8 = 0x08;
 const FRAME_DATA_END: u8 = 0x09;
 
 impl Packet {
-    /// Decode and validate a whole datagram.
+    /// Decode and validate a whole unprotected datagram (packet numbers
+    /// taken as they are on the wire: a connection restores them from its
+    /// state, see [`expand_pn`]).
     pub fn decode(datagram: Bytes) -> Result<Packet, DecodeError> {
-        let mut buf = datagram;
-        let header = decode_header(&mut buf)?;
+        let public = PublicHeader::decode(&datagram)?;
+        let header = public.header(u64::from(public.pn_truncated));
+        Packet::from_parts(header, datagram.slice(public.payload_offset..))
+    }
+
+    /// A packet of `header` whose frames are `payload` (opened, if it was
+    /// sealed), validated.
+    pub fn from_parts(header: Header, payload: Bytes) -> Result<Packet, DecodeError> {
         // Validate every frame now, without building them, so processing
         // never meets a bad one half-way through a packet.
         let mut pos = 0;
-        while let Some(frame) = decode_raw_frame(&buf, &mut pos)? {
+        while let Some(frame) = decode_raw_frame(&payload, &mut pos)? {
             let allowed = matches!(header.ty, PacketType::Data | PacketType::Accept) || matches!(frame, RawFrame::Ping);
             if !allowed {
                 return Err(DecodeError::Invalid("frame in handshake packet"));
             }
         }
-        Ok(Packet { header, payload: buf })
+        Ok(Packet { header, payload })
     }
 
     /// The frames, in order (padding skipped).
@@ -433,49 +472,145 @@ fn decode_raw_frame(buf: &[u8], pos: &mut usize) -> Result<Option<RawFrame>, Dec
     }
 }
 
-fn decode_header(buf: &mut Bytes) -> Result<Header, DecodeError> {
-    // Parsed from a slice, the datagram advanced once at the end.
-    let mut cur: &[u8] = buf;
-    let version = read_u8(&mut cur, "version")?;
-    if version != VERSION {
-        return Err(DecodeError::UnsupportedVersion(version));
+/// What can be read of a packet before it is opened: everything in the
+/// header but the packet number's high bits (and, while sealed, its low
+/// ones and the key phase).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicHeader {
+    pub ty: PacketType,
+    pub dst_cid: u64,
+    pub src_cid: u64,
+    pub cookie: Bytes,
+    pub noise: Bytes,
+    pub server_key: Bytes,
+    pub path_id: u32,
+    pub timestamp_us: u64,
+    pub echo_timestamp_us: u64,
+    /// The low 32 bits of the packet number as on the wire (masked if the
+    /// packet is sealed).
+    pub pn_truncated: u32,
+    /// Where the payload (frames, or ciphertext and tag) starts; the
+    /// packet number is the [`PN_LEN`] bytes before it.
+    pub payload_offset: usize,
+}
+
+impl PublicHeader {
+    /// Decodes the header of `datagram`. Total: any bytes give a header
+    /// or an error. Its byte fields are slices of the datagram.
+    pub fn decode(datagram: &Bytes) -> Result<PublicHeader, DecodeError> {
+        PublicHeader::parse(datagram, |range| datagram.slice(range))
     }
-    let ty = match read_u8(&mut cur, "packet type")? {
-        1 => PacketType::Initial,
-        2 => PacketType::Retry,
-        3 => PacketType::Accept,
-        4 => PacketType::Data,
-        other => return Err(DecodeError::UnknownPacketType(other)),
-    };
-    let dst_cid = read_u64(&mut cur, "destination connection ID")?;
-    let mut src_cid = 0;
-    let mut cookie = 0..0;
-    if matches!(ty, PacketType::Initial | PacketType::Accept) {
-        src_cid = read_u64(&mut cur, "source connection ID")?;
+
+    /// [`PublicHeader::decode`] of a plain slice; the byte fields (cookie,
+    /// Noise message, key: handshake packets only) are copied.
+    pub fn decode_slice(datagram: &[u8]) -> Result<PublicHeader, DecodeError> {
+        PublicHeader::parse(datagram, |range| Bytes::copy_from_slice(&datagram[range]))
     }
-    if matches!(ty, PacketType::Initial | PacketType::Retry) {
-        let len = varint(&mut cur, "cookie length")?;
-        if len > MAX_COOKIE_LEN as u64 {
-            return Err(DecodeError::Invalid("cookie length"));
+
+    fn parse(datagram: &[u8], bytes: impl Fn(std::ops::Range<usize>) -> Bytes) -> Result<PublicHeader, DecodeError> {
+        let mut cur: &[u8] = datagram;
+        let version = read_u8(&mut cur, "version")?;
+        if version != VERSION {
+            return Err(DecodeError::UnsupportedVersion(version));
         }
-        if (cur.len() as u64) < len {
-            return Err(DecodeError::Truncated("cookie"));
+        let ty = match read_u8(&mut cur, "packet type")? & TYPE_MASK {
+            1 => PacketType::Initial,
+            2 => PacketType::Retry,
+            3 => PacketType::Accept,
+            4 => PacketType::Data,
+            other => return Err(DecodeError::UnknownPacketType(other)),
+        };
+        let dst_cid = read_u64(&mut cur, "destination connection ID")?;
+        let mut src_cid = 0;
+        if matches!(ty, PacketType::Initial | PacketType::Accept) {
+            src_cid = read_u64(&mut cur, "source connection ID")?;
         }
-        let start = buf.len() - cur.len();
-        cookie = start..start + len as usize;
-        cur = &cur[len as usize..];
+        let mut cookie = Bytes::new();
+        if matches!(ty, PacketType::Initial | PacketType::Retry) {
+            cookie = bytes(field(datagram, &mut cur, MAX_COOKIE_LEN, "cookie")?);
+        }
+        let mut noise = Bytes::new();
+        if matches!(ty, PacketType::Initial | PacketType::Accept) {
+            noise = bytes(field(datagram, &mut cur, MAX_NOISE_LEN, "noise message")?);
+        }
+        let mut server_key = Bytes::new();
+        if ty == PacketType::Retry {
+            server_key = bytes(field(datagram, &mut cur, SERVER_KEY_LEN, "server key")?);
+            if !server_key.is_empty() && server_key.len() != SERVER_KEY_LEN {
+                return Err(DecodeError::Invalid("server key length"));
+            }
+        }
+        let mut path_id = 0;
+        if ty == PacketType::Data {
+            path_id = read_path_id(&mut cur, "path id")?;
+        }
+        let timestamp_us = varint(&mut cur, "timestamp")?;
+        let echo_timestamp_us = varint(&mut cur, "echo timestamp")?;
+        let (pn, rest) = cur.split_first_chunk::<PN_LEN>().ok_or(DecodeError::Truncated("packet number"))?;
+        let pn_truncated = u32::from_be_bytes(*pn);
+        let payload_offset = datagram.len() - rest.len();
+        Ok(PublicHeader {
+            ty,
+            dst_cid,
+            src_cid,
+            cookie,
+            noise,
+            server_key,
+            path_id,
+            timestamp_us,
+            echo_timestamp_us,
+            pn_truncated,
+            payload_offset,
+        })
     }
-    let mut path_id = 0;
-    if ty == PacketType::Data {
-        path_id = read_path_id(&mut cur, "path id")?;
+
+    /// The full header, given the packet number restored from it.
+    pub fn header(&self, pn: u64) -> Header {
+        Header {
+            ty: self.ty,
+            dst_cid: self.dst_cid,
+            src_cid: self.src_cid,
+            cookie: self.cookie.clone(),
+            noise: self.noise.clone(),
+            server_key: self.server_key.clone(),
+            path_id: self.path_id,
+            pn,
+            timestamp_us: self.timestamp_us,
+            echo_timestamp_us: self.echo_timestamp_us,
+        }
     }
-    let pn = varint(&mut cur, "packet number")?;
-    let timestamp_us = varint(&mut cur, "timestamp")?;
-    let echo_timestamp_us = varint(&mut cur, "echo timestamp")?;
-    let consumed = buf.len() - cur.len();
-    let cookie = if cookie.is_empty() { Bytes::new() } else { buf.slice(cookie) };
-    buf.advance(consumed);
-    Ok(Header { ty, dst_cid, src_cid, cookie, path_id, pn, timestamp_us, echo_timestamp_us })
+}
+
+/// A length-prefixed byte field of at most `max` bytes: its position in the
+/// datagram (empty fields at 0..0, so they cost nothing to turn into bytes).
+fn field(datagram: &[u8], cur: &mut &[u8], max: usize, what: &'static str) -> Result<std::ops::Range<usize>, DecodeError> {
+    let len = varint(cur, what)?;
+    if len > max as u64 {
+        return Err(DecodeError::Invalid(what));
+    }
+    let len = len as usize;
+    if cur.len() < len {
+        return Err(DecodeError::Truncated(what));
+    }
+    let start = datagram.len() - cur.len();
+    *cur = &cur[len..];
+    Ok(if len == 0 { 0..0 } else { start..start + len })
+}
+
+/// The full packet number whose low 32 bits are `truncated`, the one
+/// closest to the next expected after `largest` (RFC 9000 Appendix A.3).
+pub fn expand_pn(largest: Option<u64>, truncated: u32) -> u64 {
+    const WIN: u64 = 1 << 32;
+    const HALF: u64 = WIN / 2;
+    let expected = largest.map_or(0, |l| l + 1);
+    let candidate = (expected & !(WIN - 1)) | u64::from(truncated);
+    if candidate + HALF <= expected && candidate < (1 << 62) - WIN {
+        candidate + WIN
+    } else if candidate > expected + HALF && candidate >= WIN {
+        candidate - WIN
+    } else {
+        candidate
+    }
 }
 
 /// Writes the header of a Data packet (what [`encode_header`] writes for
@@ -486,14 +621,14 @@ pub fn encode_data_header(out: &mut Vec<u8>, dst_cid: u64, path_id: u32, pn: u64
     fixed[2..].copy_from_slice(&dst_cid.to_be_bytes());
     out.extend_from_slice(&fixed);
     write_varint(out, u64::from(path_id));
-    write_varint(out, pn);
     write_varint(out, timestamp_us);
     write_varint(out, echo_us);
+    out.extend_from_slice(&(pn as u32).to_be_bytes());
 }
 
-/// Longest Data packet header: version, type, connection ID, and four
-/// varints (path id, packet number, two timestamps) of at most 8 bytes.
-pub const MAX_DATA_HEADER_LEN: usize = 1 + 1 + 8 + 4 * 8;
+/// Longest Data packet header: version, type, connection ID, three varints
+/// (path id, two timestamps) of at most 8 bytes and the packet number.
+pub const MAX_DATA_HEADER_LEN: usize = 1 + 1 + 8 + 3 * 8 + PN_LEN;
 
 /// Writes a packet header into `out`.
 pub fn encode_header(out: &mut Vec<u8>, header: &Header) {
@@ -507,12 +642,20 @@ pub fn encode_header(out: &mut Vec<u8>, header: &Header) {
         write_varint(out, header.cookie.len() as u64);
         out.extend_from_slice(&header.cookie);
     }
+    if matches!(header.ty, PacketType::Initial | PacketType::Accept) {
+        write_varint(out, header.noise.len() as u64);
+        out.extend_from_slice(&header.noise);
+    }
+    if header.ty == PacketType::Retry {
+        write_varint(out, header.server_key.len() as u64);
+        out.extend_from_slice(&header.server_key);
+    }
     if header.ty == PacketType::Data {
         write_varint(out, u64::from(header.path_id));
     }
-    write_varint(out, header.pn);
     write_varint(out, header.timestamp_us);
     write_varint(out, header.echo_timestamp_us);
+    out.extend_from_slice(&(header.pn as u32).to_be_bytes());
 }
 
 /// Writes a frame into `out`.
@@ -678,6 +821,12 @@ mod tests {
             } else {
                 Bytes::new()
             },
+            noise: if matches!(ty, PacketType::Initial | PacketType::Accept) {
+                Bytes::from_static(b"noise message")
+            } else {
+                Bytes::new()
+            },
+            server_key: if ty == PacketType::Retry { Bytes::from_static(&[9; 32]) } else { Bytes::new() },
             path_id: if ty == PacketType::Data { 3 } else { 0 },
             pn: 1234,
             timestamp_us: 99_999,
@@ -826,7 +975,23 @@ mod tests {
         })
     }
 
+    #[test]
+    fn packet_numbers_are_restored_near_the_largest_received() {
+        // RFC 9000 A.3's example, scaled to 32 bits: the candidate nearest
+        // to the expected number wins, across the 2^32 boundary both ways.
+        assert_eq!(expand_pn(None, 5), 5);
+        assert_eq!(expand_pn(Some(0xa82f_30ea), 0x9b32), 0x9b32 + (1 << 32));
+        assert_eq!(expand_pn(Some((1 << 32) - 2), 3), (1 << 32) + 3);
+        assert_eq!(expand_pn(Some((1 << 32) + 3), u32::MAX - 1), (1 << 32) - 2);
+    }
+
     proptest! {
+        #[test]
+        fn packet_numbers_round_trip_within_half_a_window(largest in 0u64..1 << 60, delta in -(1i64 << 31) + 1..1i64 << 31) {
+            let pn = (largest as i64 + 1 + delta).max(0) as u64;
+            prop_assert_eq!(expand_pn(Some(largest), pn as u32), pn);
+        }
+
         #[test]
         fn decode_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..1500)) {
             if let Ok(p) = Packet::decode(Bytes::from(bytes)) {

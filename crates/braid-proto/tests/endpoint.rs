@@ -2,182 +2,16 @@
 //! delivery under loss/duplication/reordering, flow control, close, idle
 //! timeout, and hostile input.
 
-use std::collections::BTreeMap;
+mod support;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use braid_core::{Instant, Rng, RngExt, SeedableRng};
+use braid_core::Instant;
 use braid_proto::{CloseReason, ConnectionHandle, Endpoint, EndpointConfig, Event, RecvError, TransportConfig};
 use bytes::Bytes;
 use proptest::prelude::*;
-
-const A: &str = "10.0.0.1:1000";
-const B: &str = "10.0.0.2:2000";
-
-/// Two endpoints joined by a one-way delay, with random loss, duplication
-/// and reordering, in virtual time.
-struct Net {
-    now: Instant,
-    a: Endpoint,
-    b: Endpoint,
-    delay: Duration,
-    loss: f64,
-    dup: f64,
-    reorder: f64,
-    rng: Rng,
-    /// (arrival time, sequence) -> (to_b, from, datagram)
-    in_flight: BTreeMap<(Instant, u64), (bool, SocketAddr, Bytes)>,
-    seq: u64,
-    /// Datagrams from A to B so far, and which of them (by that count)
-    /// to drop.
-    sent_to_b: u64,
-    drop_to_b: std::collections::HashSet<u64>,
-    events_a: Vec<Event>,
-    events_b: Vec<Event>,
-    buf: Vec<u8>,
-}
-
-impl Net {
-    fn new(seed: u64, transport: TransportConfig) -> Net {
-        let cfg = EndpointConfig { transport, ..Default::default() };
-        Net {
-            now: Instant::from_nanos(1_000_000_000),
-            a: Endpoint::new(EndpointConfig { accept_incoming: false, ..cfg.clone() }, seed),
-            b: Endpoint::new(cfg, seed + 1),
-            delay: Duration::from_millis(10),
-            loss: 0.0,
-            dup: 0.0,
-            reorder: 0.0,
-            rng: Rng::seed_from_u64(seed),
-            in_flight: BTreeMap::new(),
-            seq: 0,
-            sent_to_b: 0,
-            drop_to_b: Default::default(),
-            events_a: Vec::new(),
-            events_b: Vec::new(),
-            buf: Vec::new(),
-        }
-    }
-
-    fn flush(&mut self) {
-        for to_b in [true, false] {
-            loop {
-                let (ep, from) = if to_b { (&mut self.a, A) } else { (&mut self.b, B) };
-                let Some(t) = ep.poll_transmit(self.now, 10, &mut self.buf) else { break };
-                let seg = t.segment_size.unwrap_or(t.size);
-                for chunk in self.buf[..t.size].chunks(seg) {
-                    // What the receiver's GRO split will see: a batch must
-                    // hold equal datagrams, only the last shorter; and a
-                    // datagram carries something (an empty one wastes a
-                    // packet number and the path's capacity).
-                    match braid_proto::wire::Packet::decode(Bytes::copy_from_slice(chunk)) {
-                        Ok(p) => assert!(
-                            p.frames().next().is_some() || p.header.ty != braid_proto::wire::PacketType::Data,
-                            "an empty packet (number {}) in a batch of {} bytes",
-                            p.header.pn,
-                            t.size
-                        ),
-                        Err(e) => panic!(
-                            "a batch of {} bytes split at its segment size {seg} gave an undecodable datagram: {e:?}",
-                            t.size
-                        ),
-                    }
-                    if to_b {
-                        self.sent_to_b += 1;
-                        if self.drop_to_b.contains(&self.sent_to_b) {
-                            continue;
-                        }
-                    }
-                    if self.rng.random_bool(self.loss) {
-                        continue;
-                    }
-                    let copies = if self.rng.random_bool(self.dup) { 2 } else { 1 };
-                    for _ in 0..copies {
-                        let extra = if self.rng.random_bool(self.reorder) { self.delay } else { Duration::ZERO };
-                        self.seq += 1;
-                        self.in_flight.insert(
-                            (self.now + self.delay + extra, self.seq),
-                            (to_b, from.parse().unwrap(), Bytes::copy_from_slice(chunk)),
-                        );
-                    }
-                }
-            }
-        }
-        while let Some(e) = self.a.poll_event() {
-            self.events_a.push(e);
-        }
-        while let Some(e) = self.b.poll_event() {
-            self.events_b.push(e);
-        }
-    }
-
-    /// Advance to the next event; false when nothing is left to happen.
-    fn step(&mut self) -> bool {
-        self.flush();
-        let next_packet = self.in_flight.keys().next().map(|k| k.0);
-        let timers = [self.a.poll_timeout(), self.b.poll_timeout()];
-        let next = [next_packet, timers[0], timers[1]].into_iter().flatten().min();
-        let Some(next) = next else { return false };
-        self.now = self.now.max(next);
-        while let Some(entry) = self.in_flight.first_entry() {
-            if entry.key().0 > self.now {
-                break;
-            }
-            let (to_b, from, data) = entry.remove();
-            if to_b { self.b.handle_datagram(self.now, from, data) } else { self.a.handle_datagram(self.now, from, data) }
-        }
-        self.a.handle_timeout(self.now);
-        self.b.handle_timeout(self.now);
-        self.flush();
-        true
-    }
-
-    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Net) -> bool) -> bool {
-        let deadline = self.now + limit;
-        while self.now < deadline {
-            if done(self) {
-                return true;
-            }
-            if !self.step() {
-                return done(self);
-            }
-        }
-        done(self)
-    }
-
-    fn accepted(&self) -> Option<ConnectionHandle> {
-        self.events_b.iter().find_map(|e| if let Event::Accepted(h) = e { Some(*h) } else { None })
-    }
-}
-
-fn message(i: usize, len: usize) -> Bytes {
-    Bytes::from((0..len).map(|j| (i * 7 + j * 13) as u8).collect::<Vec<_>>())
-}
-
-/// Sends `msgs` from A to B (respecting backpressure) and returns what B read.
-fn transfer(net: &mut Net, msgs: &[Bytes], limit: Duration) -> Vec<Bytes> {
-    let conn = net.a.connect(net.now, B.parse().unwrap()).unwrap();
-    let mut next = 0;
-    let mut got = Vec::new();
-    let mut server = None;
-    net.run_until(limit, |net| {
-        while next < msgs.len() {
-            match net.a.send_message(conn, msgs[next].clone()) {
-                Ok(()) => next += 1,
-                Err(braid_proto::SendError::Blocked(_)) => break,
-                Err(e) => panic!("send failed: {e}"),
-            }
-        }
-        server = server.or(net.accepted());
-        if let Some(h) = server {
-            while let Ok(Some(m)) = net.b.recv_message(h) {
-                got.push(m);
-            }
-        }
-        got.len() == msgs.len()
-    });
-    got
-}
+use support::*;
 
 /// Sends a 10 kB message after a warm-up over a 1 ms RTT, dropping the
 /// last `drop_last` datagrams the message's first flight puts on the wire
@@ -376,7 +210,9 @@ fn handshake_times_out_without_a_server() {
 
 #[test]
 fn spoofed_initials_create_no_state() {
-    let mut server = Endpoint::new(EndpointConfig::default(), 9);
+    // The server authenticates: its RETRY carries its key, and must still
+    // be smaller than the Initial it answers.
+    let mut server = Endpoint::new(EndpointConfig { security: trusting(identity_b()), ..Default::default() }, 9);
     let mut client = Endpoint::new(EndpointConfig { accept_incoming: false, ..Default::default() }, 10);
     let now = Instant::from_nanos(5_000_000_000);
     let mut buf = Vec::new();
@@ -402,7 +238,8 @@ fn spoofed_initials_create_no_state() {
 #[test]
 fn refuses_beyond_max_connections() {
     let mut net = Net::new(7, TransportConfig::default());
-    net.b = Endpoint::new(EndpointConfig { max_connections: 1, ..Default::default() }, 8);
+    let security = trusting(identity_b());
+    net.b = Endpoint::new(EndpointConfig { max_connections: 1, security, ..Default::default() }, 8);
     let c1 = net.a.connect(net.now, B.parse().unwrap()).unwrap();
     let c2 = net.a.connect(net.now, B.parse().unwrap()).unwrap();
     let ok = net.run_until(Duration::from_secs(5), |n| {

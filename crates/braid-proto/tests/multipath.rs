@@ -12,7 +12,11 @@ use std::time::Duration;
 use braid_core::{Instant, Rng, RngExt, SeedableRng};
 use braid_proto::progmp::{builtin, Program, Register};
 use braid_proto::wire::{self, Frame, Header, Packet, PacketType};
-use braid_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, PathError, SendError, TransportConfig};
+use braid_identity::Identity;
+use braid_proto::wire::PublicHeader;
+use braid_proto::{
+    AcceptAnyKey, ConnectionHandle, Endpoint, EndpointConfig, Event, PathError, Security, SendError, TransportConfig,
+};
 use bytes::Bytes;
 use proptest::prelude::*;
 
@@ -59,15 +63,30 @@ struct Net {
     events_b: Vec<Event>,
     seen: Vec<Seen>,
     buf: Vec<u8>,
+    /// Packets are sealed: `seen` records wire bytes per path, not frames.
+    sealed: bool,
 }
 
 impl Net {
     fn new(seed: u64, transport: TransportConfig) -> Net {
+        Net::with_security(seed, transport, Security::Insecure, Security::Insecure)
+    }
+
+    /// Authenticated and encrypted endpoints that trust each other.
+    fn secure(seed: u64, transport: TransportConfig) -> Net {
+        let a = Security::authenticated(Identity::from_seed(&[1; 32]), Arc::new(AcceptAnyKey));
+        let b = Security::authenticated(Identity::from_seed(&[2; 32]), Arc::new(AcceptAnyKey));
+        Net::with_security(seed, transport, a, b)
+    }
+
+    fn with_security(seed: u64, transport: TransportConfig, a: Security, b: Security) -> Net {
+        let sealed = a.is_authenticated();
         let cfg = EndpointConfig { transport, ..Default::default() };
         let mut net = Net {
+            sealed,
             now: Instant::from_nanos(1_000_000_000),
-            a: Endpoint::new(EndpointConfig { accept_incoming: false, ..cfg.clone() }, seed),
-            b: Endpoint::new(cfg, seed + 1),
+            a: Endpoint::new(EndpointConfig { accept_incoming: false, security: a, ..cfg.clone() }, seed),
+            b: Endpoint::new(EndpointConfig { security: b, ..cfg }, seed + 1),
             links: HashMap::new(),
             rng: Rng::seed_from_u64(seed),
             in_flight: BTreeMap::new(),
@@ -106,6 +125,19 @@ impl Net {
                 let seg = t.segment_size.unwrap_or(t.size);
                 for chunk in self.buf[..t.size].chunks(seg) {
                     let d = Bytes::copy_from_slice(chunk);
+                    if self.sealed {
+                        // Only the public header can be read: count wire bytes.
+                        let h = PublicHeader::decode(&d).expect("a decodable public header");
+                        let data = vec![(0, d.len() as u64)];
+                        self.seen.push(Seen { from_client: to_b, src, dst: t.destination, path_id: h.path_id, data });
+                        let Some(link) = self.links.get(&(src.ip(), t.destination.ip())).copied() else { continue };
+                        if !link.up || self.rng.random_bool(link.loss) {
+                            continue;
+                        }
+                        self.seq += 1;
+                        self.in_flight.insert((self.now + link.delay, self.seq), (to_b, src, t.destination, d));
+                        continue;
+                    }
                     // What the receiver's GRO split will see: a batch must
                     // hold equal datagrams, only the last shorter.
                     let decoded = Packet::decode(d.clone());
@@ -305,6 +337,37 @@ fn data_spreads_over_both_paths_and_arrives_byte_exact_under_loss() {
 }
 
 #[test]
+fn encrypted_multipath_spreads_data_and_survives_a_failed_path() {
+    let mut net = Net::secure(3, TransportConfig::default());
+    net.set_link(A1, B1, Duration::from_millis(10), 0.02);
+    net.set_link(A2, B2, Duration::from_millis(15), 0.02);
+    let (conn, server, id) = net.connect_two_paths(false);
+    let msgs: Vec<Bytes> = (0..40).map(|i| message(i, 50_000 + i)).collect();
+    // Path 1 fails for good half-way.
+    let got = transfer(&mut net, conn, server, &msgs, Duration::from_secs(120), |net, n| {
+        if n == 20 {
+            net.set_up(A2, B2, false);
+        }
+    });
+    assert!(
+        got == msgs,
+        "{} of {} messages; client {:?}; server {:?}",
+        got.len(),
+        msgs.len(),
+        net.a.connection_stats(conn),
+        net.b.connection_stats(server)
+    );
+    let by_path = carried(&net);
+    let total: u64 = msgs.iter().map(|m| m.len() as u64).sum();
+    for p in [0, id] {
+        assert!(by_path[&p] > total / 10, "path {p} carried {by_path:?} of {total}");
+    }
+    let (a, b) = (net.a.connection_stats(conn).unwrap(), net.b.connection_stats(server).unwrap());
+    assert_eq!(a.auth_failures + b.auth_failures, 0);
+    assert!(net.a.cipher_suite(conn).is_some());
+}
+
+#[test]
 fn removing_a_path_moves_its_data_to_the_others() {
     let mut net = Net::new(4, TransportConfig::default());
     let (conn, server, id) = net.connect_two_paths(false);
@@ -428,6 +491,8 @@ fn forge(cid: u64, path_id: u32, pn: u64, data: &[(u64, &[u8])]) -> Bytes {
         dst_cid: cid,
         src_cid: 0,
         cookie: Bytes::new(),
+        noise: Bytes::new(),
+        server_key: Bytes::new(),
         path_id,
         pn,
         timestamp_us: 1,
@@ -734,6 +799,8 @@ proptest! {
                 dst_cid: cid,
                 src_cid: 0,
                 cookie: Bytes::new(),
+                noise: Bytes::new(),
+                server_key: Bytes::new(),
                 path_id: *path_id,
                 pn: 500 + pn,
                 timestamp_us: 7,

@@ -25,6 +25,10 @@ pub struct DemoArgs {
     /// Print the results as JSON (no progress bars).
     #[arg(long)]
     json: bool,
+    /// INSECURE: run Braid without authentication and encryption (by default both ends get a fresh
+    /// identity and trust exactly each other's key).
+    #[arg(long)]
+    insecure_no_auth: bool,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -43,6 +47,10 @@ struct Row {
     packets_lost: Option<u64>,
     /// Braid only: smoothed RTT at the end, microseconds.
     rtt_us: Option<u64>,
+    /// Braid only: packets were authenticated and encrypted.
+    encrypted: Option<bool>,
+    /// Braid only: the cipher suite.
+    cipher: Option<&'static str>,
 }
 
 /// Seed of the demo's data.
@@ -56,7 +64,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<Outcome> {
     }
     let bars = progress::multi(args.json);
     let bar = bars.add(progress::bytes_bar(size, "braid", args.json));
-    let braid = bounded(limit, "braid", braid_run(size, &args.transport, &bar)).await?;
+    let braid = bounded(limit, "braid", braid_run(size, &args.transport, !args.insecure_no_auth, &bar)).await?;
     bar.finish();
     let bar = bars.add(progress::bytes_bar(size, "tcp", args.json));
     let tcp = bounded(limit, "tcp", tcp_run(size, &bar)).await?;
@@ -65,7 +73,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<Outcome> {
     let ok = braid.sha256_ok && tcp.sha256_ok;
     let rows = [braid, tcp];
     if args.json {
-        emit(&serde_json::json!({ "bytes": size, "ok": ok, "results": rows }).to_string());
+        let encrypted = !args.insecure_no_auth;
+        emit(&serde_json::json!({ "bytes": size, "ok": ok, "encrypted": encrypted, "results": rows }).to_string());
     } else {
         let dash = || "-".to_string();
         let body: Vec<Vec<String>> = rows
@@ -87,6 +96,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<Outcome> {
             &["transport", "bytes", "seconds", "Gbit/s", "sha256", "retx bytes", "lost pkts", "rtt"],
             &body,
         ));
+        emit(&match rows[0].cipher {
+            Some(c) => format!("braid: authenticated and encrypted ({c}); kernel TCP: plaintext"),
+            None => "braid: NOT encrypted (--insecure-no-auth); kernel TCP: plaintext".to_string(),
+        });
     }
     Ok(Outcome::from_ok(ok))
 }
@@ -110,10 +123,14 @@ async fn receive_timed<T: MessageIo>(io: &mut T, bar: &ProgressBar) -> anyhow::R
     Ok((report.ok, done.unwrap_or_else(Instant::now)))
 }
 
-async fn braid_run(size: u64, transport: &TransportArgs, bar: &ProgressBar) -> anyhow::Result<Row> {
+async fn braid_run(size: u64, transport: &TransportArgs, encrypted: bool, bar: &ProgressBar) -> anyhow::Result<Row> {
     let localhost = "127.0.0.1:0".parse().expect("valid address");
-    let server = Endpoint::bind_with(localhost, transport.endpoint_config(true)).context("braid server")?;
-    let client = Endpoint::bind_with(localhost, transport.endpoint_config(false)).context("braid client")?;
+    let (mut server_cfg, mut client_cfg) = (transport.endpoint_config(true), transport.endpoint_config(false));
+    if encrypted {
+        (server_cfg.security, client_cfg.security) = braid_net::pinned_pair().context("creating identities")?;
+    }
+    let server = Endpoint::bind_with(localhost, server_cfg).context("braid server")?;
+    let client = Endpoint::bind_with(localhost, client_cfg).context("braid client")?;
     let addr = server.local_addr();
     let bar_rx = bar.clone();
     let receiver = tokio::spawn(async move {
@@ -127,6 +144,7 @@ async fn braid_run(size: u64, transport: &TransportArgs, bar: &ProgressBar) -> a
     let mut conn = client.connect(addr).await.context("braid connect")?;
     let report = transfer::send(&mut conn, None, Source::generated(size, SEED), &mut |_| {}).await?;
     let stats = conn.stats();
+    let cipher = conn.cipher_suite();
     let _ = tokio::time::timeout(Duration::from_secs(5), conn.close()).await;
     let (received_ok, done) = receiver.await.context("braid receiver task")??;
     let secs = done.duration_since(start);
@@ -140,6 +158,8 @@ async fn braid_run(size: u64, transport: &TransportArgs, bar: &ProgressBar) -> a
         retransmitted_bytes: Some(stats.retransmitted_bytes),
         packets_lost: Some(stats.packets_lost),
         rtt_us: Some(stats.smoothed_rtt.as_micros() as u64),
+        encrypted: Some(cipher.is_some()),
+        cipher: cipher.map(|c| c.name()),
     })
 }
 
@@ -172,5 +192,7 @@ async fn tcp_run(size: u64, bar: &ProgressBar) -> anyhow::Result<Row> {
         retransmitted_bytes: None,
         packets_lost: None,
         rtt_us: None,
+        encrypted: None,
+        cipher: None,
     })
 }

@@ -102,6 +102,85 @@ pub struct TransportArgs {
     pub mtu: Option<u16>,
 }
 
+/// Who this node is and whom it trusts: the options of every command that
+/// talks to another node. Encryption and authentication are on unless
+/// `--insecure-no-auth` is given.
+#[derive(Debug, Clone, Args)]
+pub struct SecurityArgs {
+    /// This node's identity key file (default: $BRAID_HOME/identity, i.e. ~/.braid/identity; created on
+    /// first use with mode 0600; `braid keygen --show` prints its public key).
+    #[arg(long, value_name = "PATH")]
+    pub identity: Option<PathBuf>,
+    /// The peers' keys this node trusts, one `PATTERN KEY` line each (default: $BRAID_HOME/known_hosts).
+    #[arg(long, value_name = "PATH")]
+    pub known_hosts: Option<PathBuf>,
+    /// Trust on first use: accept a peer that is not in known hosts and record its key there (a changed key
+    /// is still refused).
+    #[arg(long)]
+    pub tofu: bool,
+    /// INSECURE: no authentication and no encryption, for benchmarks of the bare protocol only; the peer
+    /// must use it too.
+    #[arg(long, conflicts_with_all = ["tofu", "identity", "known_hosts"])]
+    pub insecure_no_auth: bool,
+}
+
+impl SecurityArgs {
+    /// The trust policy these flags choose.
+    pub fn policy(&self) -> braid_identity::TrustPolicy {
+        use braid_identity::TrustPolicy;
+        match (self.insecure_no_auth, self.tofu) {
+            (true, _) => TrustPolicy::InsecureNoAuth,
+            (false, true) => TrustPolicy::Tofu,
+            (false, false) => TrustPolicy::KnownHosts,
+        }
+    }
+
+    /// The endpoint security: the identity loaded (created on first use)
+    /// and known hosts opened, or none with `--insecure-no-auth`.
+    pub fn load(&self) -> anyhow::Result<braid_net::Security> {
+        let node = braid_net::NodeSecurity {
+            identity: self.identity.clone(),
+            known_hosts: self.known_hosts.clone(),
+            policy: self.policy(),
+        };
+        node.load().map_err(|e| anyhow::anyhow!("{e} (see --identity, --known-hosts, or --insecure-no-auth)"))
+    }
+}
+
+/// What a summary says about a connection's protection.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Protection {
+    /// Packets were authenticated and encrypted.
+    pub encrypted: bool,
+    /// The cipher suite, when encrypted.
+    pub cipher: Option<&'static str>,
+    /// The peer's public key, proved by the handshake.
+    pub peer_key: Option<String>,
+    /// The trust policy (`known-hosts`, `tofu` or `insecure-no-auth`).
+    pub trust: &'static str,
+}
+
+impl Protection {
+    /// The protection of `conn` under `policy`.
+    pub fn of(conn: &braid_net::Connection, policy: braid_identity::TrustPolicy) -> Protection {
+        let cipher = conn.cipher_suite();
+        Protection {
+            encrypted: cipher.is_some(),
+            cipher: cipher.map(|c| c.name()),
+            peer_key: conn.peer_key().map(|k| k.to_string()),
+            trust: policy.as_str(),
+        }
+    }
+
+    /// A short text form for summary lines.
+    pub fn text(&self) -> String {
+        match (&self.cipher, &self.peer_key) {
+            (Some(c), Some(k)) => format!("encrypted ({c}), peer {k}"),
+            _ => "NOT encrypted (--insecure-no-auth)".into(),
+        }
+    }
+}
+
 impl TransportArgs {
     /// An endpoint configuration with these options applied.
     pub fn endpoint_config(&self, accept_incoming: bool) -> EndpointConfig {

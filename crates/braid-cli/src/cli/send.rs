@@ -15,7 +15,9 @@ use braid_net::PathInfo;
 use clap::Args;
 use serde::Serialize;
 
-use super::{emit, gbps, parse_secs, parse_size, progress, unspecified_for, Outcome, TransportArgs};
+use super::{
+    emit, gbps, parse_secs, parse_size, progress, unspecified_for, Outcome, Protection, SecurityArgs, TransportArgs,
+};
 
 /// Seed of `--bytes` data: fixed, so a run can be repeated byte for byte.
 const GENERATED_SEED: u64 = u64::from_be_bytes(*b"\0\0\0braid");
@@ -63,6 +65,8 @@ pub struct SendArgs {
     json: bool,
     #[command(flatten)]
     transport: TransportArgs,
+    #[command(flatten)]
+    security: SecurityArgs,
 }
 
 /// `--path LOCAL=REMOTE`.
@@ -161,6 +165,8 @@ struct Summary {
     rtt_us: u64,
     scheduler: Option<String>,
     paths: Vec<PathSummary>,
+    #[serde(flatten)]
+    protection: Protection,
 }
 
 pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
@@ -176,6 +182,8 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
     let size = source.size();
     let plan = args.priority_plan();
     let mut config = args.transport.endpoint_config(false);
+    config.security = args.security.load()?;
+    let policy = args.security.policy();
     if plan.is_some() {
         config.transport.congestion_control = braid::CcAlgorithm::Priority;
     }
@@ -204,12 +212,13 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
         let elapsed = start.elapsed();
         let stats = conn.stats();
         let paths: Vec<PathSummary> = conn.paths().iter().map(PathSummary::from).collect();
+        let protection = Protection::of(&conn, policy);
         if let Some(task) = schedule {
             task.abort();
         }
         // The verdict is in; a failing close changes nothing about it.
         let _ = tokio::time::timeout(Duration::from_secs(10), conn.close()).await;
-        anyhow::Ok((report, elapsed, stats, paths))
+        anyhow::Ok((report, elapsed, stats, paths, protection))
     };
     let outcome = match args.timeout {
         Some(t) => tokio::time::timeout(t, work)
@@ -218,7 +227,7 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
         None => work.await,
     };
     bar.finish_and_clear();
-    let (report, elapsed, stats, paths) = outcome?;
+    let (report, elapsed, stats, paths, protection) = outcome?;
     endpoint.close();
     let summary = Summary {
         to,
@@ -234,6 +243,7 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
         rtt_us: stats.smoothed_rtt.as_micros() as u64,
         scheduler: scheduler.map(|(name, _)| name),
         paths,
+        protection,
     };
     if args.json {
         emit(&serde_json::to_string(&summary)?);
@@ -250,6 +260,7 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
             summary.rtt_us,
             summary.packets_lost,
         ));
+        emit(&format!("  {}", summary.protection.text()));
         if summary.paths.len() > 1 || summary.scheduler.is_some() {
             for p in &summary.paths {
                 emit(&format!(

@@ -15,7 +15,7 @@ use indicatif::MultiProgress;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use super::{emit, gbps, progress, Outcome, TransportArgs};
+use super::{emit, gbps, progress, Outcome, Protection, SecurityArgs, TransportArgs};
 
 /// How long a receiver waits for the sender to close after the verdict.
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
@@ -42,6 +42,8 @@ pub struct ServeArgs {
     json: bool,
     #[command(flatten)]
     transport: TransportArgs,
+    #[command(flatten)]
+    security: SecurityArgs,
 }
 
 /// One transfer's summary line.
@@ -58,6 +60,8 @@ struct Summary {
     error: Option<String>,
     /// Paths the connection had at the end (1 unless the sender used --path).
     paths: usize,
+    #[serde(flatten)]
+    protection: Protection,
 }
 
 impl Summary {
@@ -80,6 +84,7 @@ impl Summary {
         if let Some(e) = &self.error {
             s.push_str(&format!(" ({e})"));
         }
+        s.push_str(&format!("; {}", self.protection.text()));
         s
     }
 }
@@ -87,16 +92,27 @@ impl Summary {
 pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
     super::check_out_dir(&args.out)?;
     let scheduler = args.scheduler.as_deref().map(super::send::load_scheduler).transpose()?.map(|(_, p)| p);
-    let endpoint = Endpoint::bind_with(args.listen, args.transport.endpoint_config(true))
-        .with_context(|| format!("--listen {}", args.listen))?;
+    let mut config = args.transport.endpoint_config(true);
+    config.security = args.security.load()?;
+    let key = match &config.security {
+        braid_net::Security::Authenticated(c) => Some(c.identity.public_key().to_string()),
+        braid_net::Security::Insecure => None,
+    };
+    let policy = args.security.policy();
+    let endpoint = Endpoint::bind_with(args.listen, config).with_context(|| format!("--listen {}", args.listen))?;
     let local = endpoint.local_addr();
     if args.json {
-        emit(&serde_json::json!({ "listening": local.to_string() }).to_string());
+        let line = serde_json::json!({ "listening": local.to_string(), "key": key, "trust": policy.as_str() });
+        emit(&line.to_string());
     } else {
         emit(&format!("listening on {local} (udp){}", match &args.out {
             Some(d) => format!(", saving files to {}", d.display()),
             None => ", verifying and discarding data (no --out)".into(),
         }));
+        match &key {
+            Some(k) => emit(&format!("this node's key: {k} (trust: {policy}); a client trusts it with the line `{local} {k}` in its known hosts, or --tofu")),
+            None => emit("WARNING: --insecure-no-auth: connections are neither authenticated nor encrypted"),
+        }
     }
     let bars = progress::multi(args.json);
     let out = Arc::new(args.out);
@@ -119,7 +135,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
                     }
                 }
                 tokio::spawn(async move {
-                    let _ = tx.send(handle(conn, out.as_ref().as_deref(), bars).await);
+                    let _ = tx.send(handle(conn, out.as_ref().as_deref(), bars, policy).await);
                 });
             }
             Some(summary) = done_rx.recv() => {
@@ -137,8 +153,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
 
 /// Receive one transfer on `conn`; failures become a summary too, so one
 /// bad sender never stops the server.
-async fn handle(mut conn: Connection, out: Option<&std::path::Path>, bars: MultiProgress) -> Summary {
+async fn handle(
+    mut conn: Connection,
+    out: Option<&std::path::Path>,
+    bars: MultiProgress,
+    policy: braid_identity::TrustPolicy,
+) -> Summary {
     let peer = conn.remote_addr();
+    let protection = Protection::of(&conn, policy);
     let start = Instant::now();
     let mut data_done = None;
     let bar = bars.add(progress::bytes_bar(0, peer.to_string(), false));
@@ -169,6 +191,7 @@ async fn handle(mut conn: Connection, out: Option<&std::path::Path>, bars: Multi
             saved,
             error,
             paths,
+            protection,
         },
         Err(e) => Summary {
             peer,
@@ -181,6 +204,7 @@ async fn handle(mut conn: Connection, out: Option<&std::path::Path>, bars: Multi
             saved: None,
             error: Some(e.to_string()),
             paths,
+            protection,
         },
     };
     // The verdict is queued; let the sender read it and close first.

@@ -23,10 +23,39 @@ impl Output {
     }
 }
 
+/// This test process's Braid home: its own identity and known hosts, never
+/// the user's. The identity is created here once, so concurrent commands
+/// do not race to create it.
+pub fn braid_home() -> &'static PathBuf {
+    static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-home-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).unwrap();
+        braid_identity::Identity::load_or_create(&home.join(braid_identity::IDENTITY_FILE)).unwrap();
+        home
+    })
+}
+
 pub fn braid() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_braid"));
     c.env_remove("RUST_LOG");
+    c.env(braid_identity::BRAID_HOME_VAR, braid_home());
     c
+}
+
+/// `args` as these tests run them: `braid serve` and `braid send` trust on
+/// first use (`--tofu`, under [`braid_home`]) unless a test chooses its
+/// trust itself (`--insecure-no-auth`, `--tofu`, `--known-hosts`), as a
+/// user trying Braid out would.
+fn with_trust(args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let talks = matches!(args.first(), Some(&"send") | Some(&"serve"));
+    let chosen = ["--insecure-no-auth", "--tofu", "--known-hosts"];
+    if talks && !args.iter().any(|a| chosen.contains(a)) {
+        v.push("--tofu".into());
+    }
+    v
 }
 
 fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
@@ -41,7 +70,7 @@ fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
 /// takes longer than `limit`.
 pub fn run(args: &[&str], limit: Duration) -> Output {
     let mut child = braid()
-        .args(args)
+        .args(with_trust(args))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -92,9 +121,10 @@ impl Server {
     /// Start `braid serve --listen LISTEN --json extra…` and read the
     /// address it picked.
     pub fn start_on(listen: &str, extra: &[&str]) -> Server {
+        let mut args = vec!["serve", "--listen", listen, "--json"];
+        args.extend_from_slice(extra);
         let mut child = braid()
-            .args(["serve", "--listen", listen, "--json"])
-            .args(extra)
+            .args(with_trust(&args))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

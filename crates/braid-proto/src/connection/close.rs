@@ -22,6 +22,8 @@ use crate::wire::{self, Frame, PacketType};
 pub(crate) const CLOSE_REFUSED: u64 = 0x1_0000;
 /// Close code for protocol violations.
 pub(super) const CLOSE_PROTOCOL_VIOLATION: u64 = 0x1_0001;
+/// Close code of a refused key (or a mismatch in whether to authenticate).
+pub(crate) const CLOSE_UNAUTHORIZED: u64 = 0x1_0002;
 /// Consecutive unanswered retransmission timeouts after which a silent
 /// peer with data outstanding is given up (once the idle timeout passed).
 const UNANSWERED_RTOS_BEFORE_IDLE: u32 = 6;
@@ -96,6 +98,8 @@ impl Connection {
     pub(super) fn on_close_frame(&mut self, now: Instant, code: u64, reason: Bytes) {
         let reason = if code == CLOSE_REFUSED {
             CloseReason::Refused
+        } else if code == CLOSE_UNAUTHORIZED {
+            CloseReason::Unauthorized(String::from_utf8_lossy(&reason).into_owned())
         } else if code == CLOSE_PROTOCOL_VIOLATION {
             CloseReason::ProtocolViolation(format!("peer reported: {}", String::from_utf8_lossy(&reason)))
         } else {
@@ -128,9 +132,10 @@ impl Connection {
         }
         let (code, reason) = self.close_frame.take()?;
         self.write_header(now, 0, buf, PacketType::Data);
+        let header_end = buf.len();
         wire::encode_frame(buf, &Frame::Close { code, reason });
         let none = StreamRanges::default();
-        self.finish_packet(now, 0, buf, start, false, none, false, false, false)
+        self.finish_packet(now, 0, buf, start, header_end, false, none, false, false, false)
     }
 
     /// When silence from the peer ends the connection.

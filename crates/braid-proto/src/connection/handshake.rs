@@ -9,20 +9,55 @@
 //! the first RTT sample exists before any data is sent. Kept apart because
 //! it runs only before the connection is established (the server's part
 //! ends once the client proves it knows the server's CID).
+//!
+//! With authentication on, the Noise IK handshake rides in the same
+//! packets (see [`crate::crypto`]): the RETRY carries the server's key,
+//! which the client judges before it answers; the Initial carries the
+//! first Noise message, the Accept the second.
 
 use std::time::Duration;
 
 use braid_core::Instant;
 use bytes::Bytes;
 
-use super::{Connection, Outgoing, State};
+use super::{Connection, Outgoing, State, CLOSE_REFUSED, CLOSE_UNAUTHORIZED};
+use crate::crypto::noise::ClientHandshake;
+use crate::crypto::protection::Protection;
+use crate::crypto::PublicKey;
 use crate::endpoint::{CloseReason, Event};
-use crate::wire::{self, Header, PacketType};
+use crate::wire::{self, Frame, Header, Packet, PacketType, PublicHeader};
 
 impl Connection {
-    pub(crate) fn on_retry(&mut self, now: Instant, cookie: Bytes, echo_timestamp_us: u64) {
+    pub(crate) fn on_retry(&mut self, now: Instant, retry: &PublicHeader) {
         if self.state != State::Handshaking {
             return;
+        }
+        let (cookie, echo_timestamp_us) = (retry.cookie.clone(), retry.echo_timestamp_us);
+        if let Some(credentials) = self.credentials.clone() {
+            // Judge the server's key before sending anything that
+            // identifies us.
+            let key = <&[u8; 32]>::try_from(&retry.server_key[..]).ok().and_then(|k| PublicKey::from_bytes(k).ok());
+            let Some(key) = key else {
+                let why = "the server runs without authentication (--insecure-no-auth); \
+                           connect with --insecure-no-auth to talk to it anyway";
+                self.finish(CloseReason::Unauthorized(why.into()));
+                return;
+            };
+            if let Err(why) = credentials.verifier.verify(self.paths[0].remote, &key) {
+                self.finish(CloseReason::Unauthorized(why));
+                return;
+            }
+            let seed = self.handshake_seed;
+            match ClientHandshake::start(&credentials.identity, &credentials.suites, key, self.local_cid, &cookie, seed) {
+                Ok(hs) => self.client_handshake = Some(hs),
+                Err(e) => {
+                    self.finish(CloseReason::Unauthorized(e.to_string()));
+                    return;
+                }
+            }
+            // A later RETRY (an expired cookie) needs a new ephemeral key.
+            let next = ring::digest::digest(&ring::digest::SHA256, &seed);
+            self.handshake_seed.copy_from_slice(next.as_ref());
         }
         // The RETRY echoes our Initial's timestamp: an RTT sample, which
         // also ends the back-off so the cookie is used well within its
@@ -45,6 +80,52 @@ impl Connection {
             path.ping_pending = true;
             path.echo_timestamp_us = path.echo_timestamp_us.max(timestamp_us);
         }
+    }
+
+    /// Client, handshaking: the Noise message of an Accept. True if it
+    /// completed the handshake (the packet is then opened with the new
+    /// keys); false if it is to be dropped.
+    pub(super) fn on_accept_noise(&mut self, now: Instant, noise: &[u8]) -> bool {
+        let Some(hs) = self.client_handshake.take() else {
+            // Insecure, or a second Accept before the first opened.
+            return self.protection.is_some();
+        };
+        let server_key = hs.server_key();
+        match hs.finish(noise) {
+            Ok(secrets) => {
+                self.protection = Some(Protection::new(secrets.suite, secrets.send, secrets.recv, now));
+                self.peer_key = Some(server_key);
+                true
+            }
+            Err(_) => {
+                self.stats.auth_failures += 1;
+                false
+            }
+        }
+    }
+
+    /// Client, handshaking, authenticated: a plaintext Accept can only be
+    /// the server's stateless refusal (it has no keys to seal one with).
+    /// Believed because it echoes our random connection ID, as QUIC
+    /// believes a Retry; anything else in one is dropped.
+    pub(super) fn on_stateless_close(&mut self, datagram: &[u8], header: &PublicHeader) {
+        let payload = Bytes::copy_from_slice(&datagram[header.payload_offset..]);
+        let Ok(packet) = Packet::from_parts(header.header(u64::from(header.pn_truncated)), payload) else {
+            self.stats.malformed_packets += 1;
+            return;
+        };
+        for frame in packet.frames() {
+            if let Frame::Close { code, reason } = frame {
+                let reason = String::from_utf8_lossy(&reason).into_owned();
+                match code {
+                    CLOSE_REFUSED => self.finish(CloseReason::Refused),
+                    CLOSE_UNAUTHORIZED => self.finish(CloseReason::Unauthorized(reason)),
+                    _ => continue,
+                }
+                return;
+            }
+        }
+        self.stats.auth_failures += 1;
     }
 
     /// Client: the server's Accept (the first, or a repeat once

@@ -47,18 +47,21 @@ use std::time::Duration;
 
 use braid_core::Instant;
 use braid_progmp::Program;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::config::TransportConfig;
+use crate::crypto::noise::ClientHandshake;
+use crate::crypto::protection::Protection;
+use crate::crypto::{CipherSuite, Credentials, PublicKey, TAG_LEN};
 use crate::endpoint::{CloseReason, ConnectionHandle, Event};
 use crate::multipath::{Multipath, MAX_PATHS};
 use crate::path::{Path, SentPacket};
 use crate::recv_stream::{RecvStream, INITIAL_MAX_DATA};
 use crate::send_stream::SendStream;
 use crate::stats::ConnectionStats;
-use crate::wire::{Frame, Packet, PacketType};
+use crate::wire::{self, Frame, Packet, PacketType, PublicHeader};
 
-pub(crate) use close::CLOSE_REFUSED;
+pub(crate) use close::{CLOSE_REFUSED, CLOSE_UNAUTHORIZED};
 use paths::Control;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +81,14 @@ enum State {
     Draining { until: Instant },
     /// Nothing more will be sent or received.
     Closed,
+}
+
+/// What the server's handshake gives a new connection: its packet keys,
+/// the Noise message its Accepts carry, and the client's proved key.
+pub(crate) struct ServerKeys {
+    pub protection: Protection,
+    pub accept_noise: Bytes,
+    pub client_key: PublicKey,
 }
 
 /// A datagram written by `poll_transmit`: its size, and the index of its
@@ -108,6 +119,21 @@ pub(crate) struct Connection {
     /// Server: the client has not yet proven it knows our CID, so our
     /// packets keep the Accept header that carries it.
     peer_confirmed: bool,
+
+    // Authentication (see `crate::crypto`).
+    /// Client: our identity and trust decision (`None`: insecure).
+    credentials: Option<Arc<Credentials>>,
+    /// Client: randomness for the handshake's ephemeral key.
+    handshake_seed: [u8; 32],
+    /// Client: the handshake in flight (message 1 sent).
+    client_handshake: Option<ClientHandshake>,
+    /// Server: the Noise message every Accept repeats until the client
+    /// confirms.
+    accept_noise: Bytes,
+    /// Packet keys, once the handshake has produced them.
+    protection: Option<Protection>,
+    /// The peer's key, proved by the handshake.
+    peer_key: Option<PublicKey>,
 
     // Paths. `paths[0]` is the primary path: the handshake's, until it is
     // removed. Never empty.
@@ -157,6 +183,7 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new_client(
         handle: ConnectionHandle,
         now: Instant,
@@ -164,10 +191,14 @@ impl Connection {
         remote: SocketAddr,
         local_cid: u64,
         config: TransportConfig,
+        credentials: Option<Arc<Credentials>>,
+        handshake_seed: [u8; 32],
     ) -> Self {
         let mut c = Self::new(handle, Side::Client, now, local, remote, local_cid, 0, config);
         c.state = State::Handshaking;
         c.initial_due = true;
+        c.credentials = credentials;
+        c.handshake_seed = handshake_seed;
         c
     }
 
@@ -180,6 +211,7 @@ impl Connection {
         remote_cid: u64,
         initial_timestamp_us: u64,
         config: TransportConfig,
+        keys: Option<ServerKeys>,
     ) -> Self {
         // The first path answers from the socket's choice of address, as
         // a single-path connection always has; later paths answer from the
@@ -189,6 +221,11 @@ impl Connection {
         // Initial's timestamp, the client's first RTT sample.
         c.paths[0].ping_pending = true;
         c.paths[0].echo_timestamp_us = initial_timestamp_us;
+        if let Some(keys) = keys {
+            c.protection = Some(keys.protection);
+            c.accept_noise = keys.accept_noise;
+            c.peer_key = Some(keys.client_key);
+        }
         c.events.push(Event::Accepted(handle));
         c
     }
@@ -220,6 +257,12 @@ impl Connection {
             initial_sent_at: None,
             initial_attempts: 0,
             peer_confirmed: side == Side::Client,
+            credentials: None,
+            handshake_seed: [0; 32],
+            client_handshake: None,
+            accept_noise: Bytes::new(),
+            protection: None,
+            peer_key: None,
             paths: vec![path],
             next_path_id: 1,
             free_slots: ((1u64 << MAX_PATHS) - 1) & !1,
@@ -284,8 +327,27 @@ impl Connection {
         self.paths[0].cc.as_mut()
     }
 
+    pub(crate) fn peer_key(&self) -> Option<PublicKey> {
+        self.peer_key
+    }
+
+    pub(crate) fn cipher_suite(&self) -> Option<CipherSuite> {
+        self.protection.as_ref().map(|p| p.suite())
+    }
+
+    /// Bytes sealing adds to a packet (known before the handshake ends: a
+    /// client that authenticates will seal).
+    fn seal_overhead(&self) -> usize {
+        if self.protection.is_some() || self.credentials.is_some() {
+            TAG_LEN
+        } else {
+            0
+        }
+    }
+
     pub(crate) fn stats(&self) -> ConnectionStats {
         let mut s = self.stats;
+        s.key_updates = self.protection.as_ref().map_or(0, |p| p.key_updates);
         let primary = &self.paths[0];
         s.smoothed_rtt = primary.rtt.smoothed();
         s.min_rtt = primary.rtt.min();
@@ -322,6 +384,53 @@ impl Connection {
     }
 
     // ----- receiving: dispatch -----
+
+    /// A datagram for this connection (an Accept or Data packet): opened
+    /// (if the connection is authenticated) and then handled. Nothing that
+    /// fails to open changes any state.
+    pub(crate) fn handle_datagram(
+        &mut self,
+        now: Instant,
+        local: Option<SocketAddr>,
+        remote: SocketAddr,
+        datagram: BytesMut,
+        header: PublicHeader,
+        size: usize,
+    ) {
+        if self.state == State::Closed {
+            return;
+        }
+        let handshaking = self.state == State::Handshaking;
+        if handshaking && header.ty == PacketType::Accept && !header.noise.is_empty() {
+            if !self.on_accept_noise(now, &header.noise) {
+                return;
+            }
+        } else if handshaking && header.ty == PacketType::Accept && self.credentials.is_some() {
+            // A plaintext Accept: the server's stateless refusal.
+            self.on_stateless_close(&datagram, &header);
+            return;
+        }
+        let largest = self.path_index(header.path_id).and_then(|i| self.paths[i].largest_received.map(|(l, _)| l));
+        let (pn, payload) = match &mut self.protection {
+            Some(p) => match p.open(now, datagram, header.payload_offset, header.path_id, largest) {
+                Some(opened) => (opened.pn, opened.payload),
+                None => {
+                    self.stats.auth_failures += 1;
+                    return;
+                }
+            },
+            None if self.credentials.is_some() => {
+                // We require authentication and have no keys yet.
+                self.stats.auth_failures += 1;
+                return;
+            }
+            None => (wire::expand_pn(largest, header.pn_truncated), datagram.freeze().slice(header.payload_offset..)),
+        };
+        match Packet::from_parts(header.header(pn), payload) {
+            Ok(packet) => self.handle_packet(now, local, remote, packet, size),
+            Err(_) => self.stats.malformed_packets += 1,
+        }
+    }
 
     pub(crate) fn handle_packet(
         &mut self,
@@ -372,7 +481,10 @@ impl Connection {
         }
         let (duplicate, is_largest, in_order) = path.on_received(now, pn, timestamp_us);
         if duplicate {
+            // Already processed (a network duplicate, or a replay): its
+            // frames must not act twice.
             self.stats.duplicate_packets += 1;
+            return;
         }
         if is_largest {
             // Follow a peer whose address changed (NAT rebinding).
@@ -421,7 +533,7 @@ impl Connection {
         }
         if ack_eliciting {
             if let Some(i) = self.path_index(path_id) {
-                self.paths[i].on_ack_eliciting(now, !in_order || duplicate, &self.config);
+                self.paths[i].on_ack_eliciting(now, !in_order, &self.config);
             }
         }
         self.maybe_send_close(now);

@@ -47,7 +47,8 @@ impl Connection {
         // A seed for `RANDOM` that differs between connections but is a
         // function of the endpoint's seed, like the connection ID.
         let scheduler = Scheduler::new(program, self.local_cid ^ 0x5c4e_d01e);
-        let budget = usize::from(self.config.max_datagram_size) - MAX_DATA_HEADER;
+        // A segment fills a datagram: less the header and, when sealed, the tag.
+        let budget = usize::from(self.config.max_datagram_size) - MAX_DATA_HEADER - self.seal_overhead();
         // Until now every packet was the first path's: its counters (kept
         // only while several paths share the connection's) start from the
         // connection's.

@@ -63,7 +63,8 @@ impl Connection {
     /// Single-path sending: the stream goes straight into packets.
     fn poll_single(&mut self, now: Instant, buf: &mut Vec<u8>, max_size: usize) -> Option<Outgoing> {
         let start = buf.len();
-        let mtu = max_size.min(usize::from(self.config.max_datagram_size));
+        // Room for frames: the datagram less the tag sealing adds.
+        let mtu = max_size.min(usize::from(self.config.max_datagram_size)) - self.seal_overhead();
         let path = &mut self.paths[0];
         let ack_due = path.ack_due(now) || (path.largest_received.is_some() && self.recv.window_update_due());
         let window_ok = path.bytes_in_flight + mtu as u64 <= path.cc.window();
@@ -131,7 +132,7 @@ impl Connection {
             return None;
         }
         let app_limited = !self.send.has_data(self.peer_max_data);
-        self.finish_packet(now, 0, buf, start, ack_eliciting, ranges, false, false, app_limited)
+        self.finish_packet(now, 0, buf, start, header_end, ack_eliciting, ranges, false, false, app_limited)
     }
 
     /// Scheduled sending: run the scheduler if something happened, then
@@ -177,7 +178,7 @@ impl Connection {
     /// to send.
     fn poll_path(&mut self, now: Instant, i: usize, buf: &mut Vec<u8>, max_size: usize) -> Option<Outgoing> {
         let start = buf.len();
-        let mtu = max_size.min(usize::from(self.config.max_datagram_size));
+        let mtu = max_size.min(usize::from(self.config.max_datagram_size)) - self.seal_overhead();
         self.purge_path_queues(i);
         let data_ready = self.path_has_data(i);
         let path_id = self.paths[i].id;
@@ -290,7 +291,7 @@ impl Connection {
             let s = &self.paths[i].sched;
             s.queued.is_empty() && s.retransmit.is_empty() && mp.segments.q_len() == 0 && mp.segments.rq_len() == 0
         });
-        self.finish_packet(now, i, buf, start, ack_eliciting, ranges, segment, control_sent, app_limited)
+        self.finish_packet(now, i, buf, start, header_end, ack_eliciting, ranges, segment, control_sent, app_limited)
     }
 
     pub(super) fn write_header(&mut self, now: Instant, pi: usize, buf: &mut Vec<u8>, ty: PacketType) {
@@ -302,11 +303,18 @@ impl Connection {
             wire::encode_data_header(buf, self.remote_cid, id, pn, timestamp_us, echo);
             return;
         }
+        let noise = match ty {
+            PacketType::Initial => self.client_handshake.as_ref().map(|h| Bytes::copy_from_slice(&h.message)),
+            PacketType::Accept => Some(self.accept_noise.clone()),
+            _ => None,
+        };
         let header = Header {
             ty,
             dst_cid: self.remote_cid,
             src_cid: self.local_cid,
             cookie: if ty == PacketType::Initial { self.cookie.clone() } else { Bytes::new() },
+            noise: noise.unwrap_or_default(),
+            server_key: Bytes::new(),
             path_id: path.id,
             pn: path.next_pn,
             timestamp_us,
@@ -333,14 +341,20 @@ impl Connection {
         &mut self,
         now: Instant,
         pi: usize,
-        buf: &[u8],
+        buf: &mut Vec<u8>,
         start: usize,
+        header_end: usize,
         ack_eliciting: bool,
         ranges: StreamRanges,
         segment: bool,
         control: bool,
         app_limited: bool,
     ) -> Option<Outgoing> {
+        if let Some(protection) = &mut self.protection {
+            protection.maybe_update(now, self.config.key_update_interval);
+            let path = &self.paths[pi];
+            protection.seal(buf, start, header_end, path.id, path.next_pn);
+        }
         let size = (buf.len() - start) as u64;
         let established = self.state == State::Established;
         let pacing = self.config.pacing;

@@ -41,6 +41,10 @@ pub struct StreamArgs {
     /// Print JSON instead of a table (no progress bars).
     #[arg(long)]
     json: bool,
+    /// INSECURE: measure Braid only without authentication and encryption (by default Braid runs
+    /// encrypted, and once per round without, to report what encryption costs).
+    #[arg(long)]
+    insecure_no_auth: bool,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -85,13 +89,25 @@ impl StreamArgs {
 
 /// The experiments of `args`: for each round every peer once, the order
 /// rotating by one each round.
+/// The runs of one round: Braid (encrypted unless `--insecure-no-auth`),
+/// TCP, quinn, and Braid without authentication to measure its cost.
+fn round_runs(args: &StreamArgs) -> Vec<(Peer, bool)> {
+    let mut runs = vec![(Peer::Braid, !args.insecure_no_auth), (Peer::Tcp, false), (Peer::Quinn, false)];
+    if !args.insecure_no_auth {
+        runs.push((Peer::Braid, false));
+    }
+    runs
+}
+
 fn experiments(args: &StreamArgs) -> anyhow::Result<Vec<Vec<(String, Value)>>> {
     let shared = args.workload()?;
+    let runs = round_runs(args);
     let mut all = Vec::new();
     for round in 0..args.repeat as usize {
-        for k in 0..Peer::ALL.len() {
-            let peer = Peer::ALL[(round + k) % Peer::ALL.len()];
+        for k in 0..runs.len() {
+            let (peer, encrypted) = runs[(round + k) % runs.len()];
             let mut values = vec![("peer".to_string(), Value::Enum(peer.name().into()))];
+            values.push(("encrypted".to_string(), Value::Bool(encrypted)));
             values.extend(shared.iter().cloned());
             all.push(values);
         }
@@ -153,7 +169,13 @@ mod tests {
     fn rounds_rotate_the_peers() {
         let e = experiments(&parse(&["--repeat", "2", "--bytes", "4MiB"])).unwrap();
         let peers: Vec<String> = e.iter().map(|x| value(x, "peer").to_text()).collect();
-        assert_eq!(peers, ["braid", "tcp", "quinn", "tcp", "quinn", "braid"]);
+        assert_eq!(peers, ["braid", "tcp", "quinn", "braid", "tcp", "quinn", "braid", "braid"]);
+        let encrypted: Vec<String> = e.iter().map(|x| value(x, "encrypted").to_text()).collect();
+        assert_eq!(encrypted, ["true", "false", "false", "false", "false", "false", "false", "true"]);
+        let insecure = experiments(&parse(&["--insecure-no-auth"])).unwrap();
+        let peers: Vec<String> = insecure.iter().map(|x| value(x, "peer").to_text()).collect();
+        assert_eq!(peers, ["braid", "tcp", "quinn"]);
+        assert!(insecure.iter().all(|x| value(x, "encrypted") == &Value::Bool(false)));
         for x in &e {
             assert_eq!(value(x, "mode"), &Value::Enum("bulk".into()));
             assert_eq!(value(x, "bytes"), &Value::Size(4 << 20));
@@ -166,7 +188,7 @@ mod tests {
     #[test]
     fn message_mode_and_transport_flags_map_to_parameters() {
         let e = experiments(&parse(&["--messages", "2000", "--size", "64", "--cc", "newreno", "--mtu", "1300"])).unwrap();
-        assert_eq!(e.len(), 3);
+        assert_eq!(e.len(), 4);
         assert_eq!(value(&e[0], "mode"), &Value::Enum("messages".into()));
         assert_eq!(value(&e[0], "messages"), &Value::Int(2000));
         assert_eq!(value(&e[0], "size"), &Value::Size(64));

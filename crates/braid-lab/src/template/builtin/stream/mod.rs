@@ -140,6 +140,10 @@ impl Template for Stream {
             ),
             ParamDecl::config("mtu", ParamType::int_range(1200, 65527), Value::Int(i64::from(default_mtu)))
                 .doc("largest UDP payload of Braid and quinn, bytes"),
+            ParamDecl::config("encrypted", ParamType::Bool, Value::Bool(true)).doc(
+                "braid: authenticated and encrypted (each end a fresh identity pinned to the other's); false: \
+                 --insecure-no-auth, the bare protocol",
+            ),
             ParamDecl::env("link", ParamType::Link, Value::Link(String::new())).doc(
                 "empty: loopback in this process; a spec: the receiver in host b, the sender in host a of an \
                  emulator testbed over that link (needs root)",
@@ -175,6 +179,10 @@ impl Template for Stream {
                 name => Some(name.to_string()),
             },
             braid: s.endpoint.clone(),
+            braid_security: match (s.peer, s.encrypted) {
+                (Peer::Braid, true) => Some(braid_net::pinned_pair().map_err(|e| TemplateError::Failed(e.to_string()))?),
+                _ => None,
+            },
             quic: match s.peer {
                 Peer::Quinn => Some(quic::configs(&s.endpoint.transport)?),
                 _ => None,
@@ -210,6 +218,8 @@ pub struct Settings {
     pub endpoint: EndpointConfig,
     /// The emulated link, or `None` for loopback.
     pub link: Option<LinkSpec>,
+    /// Braid authenticates and encrypts.
+    pub encrypted: bool,
 }
 
 /// The settings the parameters describe (every parameter of [`Stream`]
@@ -263,7 +273,8 @@ pub fn settings(params: &Params) -> Result<Settings, TemplateError> {
             )));
         }
     }
-    Ok(Settings { peer, mode, workload: Arc::new(workload), endpoint, link })
+    let encrypted = params.bool("encrypted")?;
+    Ok(Settings { peer, mode, workload: Arc::new(workload), endpoint, link, encrypted })
 }
 
 /// Incompressible payload, the same for every peer and experiment (a
@@ -355,6 +366,7 @@ fn report(ctx: &mut Context<'_>, s: &Settings, r: &RunResult) {
         gbps,
         msgs_per_s,
         braid,
+        encrypted: s.peer == Peer::Braid && s.encrypted,
     };
     match serde_json::to_value(&run) {
         Ok(json) => ctx.artifact(REPORT_ARTIFACT, json),

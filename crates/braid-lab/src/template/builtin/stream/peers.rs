@@ -119,6 +119,9 @@ pub struct RunResult {
 pub struct PeerConfigs {
     /// Braid's endpoint configuration (both ends).
     pub braid: EndpointConfig,
+    /// The server's and the client's security when Braid is encrypted
+    /// (each a fresh identity pinned to the other's).
+    pub braid_security: Option<(braid_net::Security, braid_net::Security)>,
     /// quinn's, for the quinn peer.
     pub quic: Option<QuicConfigs>,
     /// Kernel TCP's congestion control on the sender (`TCP_CONGESTION`);
@@ -152,7 +155,10 @@ pub async fn run(
     let (server_ip, client_ip) = (ends.server.ip, ends.client.ip);
     let server = match peer {
         Peer::Braid => {
-            let cfg = EndpointConfig { accept_incoming: true, ..cfgs.braid.clone() };
+            let mut cfg = EndpointConfig { accept_incoming: true, ..cfgs.braid.clone() };
+            if let Some((server, _)) = &cfgs.braid_security {
+                cfg.security = server.clone();
+            }
             ends.server.spawn(move || braid_server(server_ip, cfg, total, received, links))?
         }
         Peer::Tcp => {
@@ -170,7 +176,10 @@ pub async fn run(
     };
     let client = match peer {
         Peer::Braid => {
-            let cfg = EndpointConfig { accept_incoming: false, ..cfgs.braid.clone() };
+            let mut cfg = EndpointConfig { accept_incoming: false, ..cfgs.braid.clone() };
+            if let Some((_, client)) = &cfgs.braid_security {
+                cfg.security = client.clone();
+            }
             ends.client.spawn(move || braid_client(client_ip, cfg, w, addr, end_rx))?
         }
         Peer::Tcp => {

@@ -10,6 +10,7 @@
 //! let run = |peer, secs| StreamRun {
 //!     peer, mode: Mode::Bulk, bytes: 1_000_000_000, chunk: Some(131072), messages: None, size: None,
 //!     cc: "cubic".into(), mtu: 1452, link: None, elapsed_secs: secs, gbps: 8.0 / secs, msgs_per_s: None, braid: None,
+//!     encrypted: true,
 //! };
 //! let s = StreamSummary::new(&[run(Peer::Braid, 1.0), run(Peer::Tcp, 2.0), run(Peer::Quinn, 4.0)], 1).unwrap();
 //! assert_eq!(s.json()["braid_over_quinn"], 4.0);
@@ -64,6 +65,10 @@ pub struct StreamRun {
     pub msgs_per_s: Option<f64>,
     /// Braid's counters (the braid peer only).
     pub braid: Option<BraidCounters>,
+    /// Braid ran authenticated and encrypted (reports from before
+    /// encryption existed say false, which is what they measured).
+    #[serde(default)]
+    pub encrypted: bool,
 }
 
 /// Braid against TCP and quinn over several rounds: medians and ratios.
@@ -95,6 +100,11 @@ pub struct StreamSummary {
     pub braid_packets_lost: u64,
     /// Braid's bytes retransmitted over all its runs.
     pub braid_retransmitted_bytes: u64,
+    /// The braid row is authenticated and encrypted.
+    pub encrypted: bool,
+    /// Median seconds and rate of Braid without authentication, when both
+    /// kinds of Braid runs were made (the cost of encryption).
+    pub insecure: Option<(f64, f64)>,
 }
 
 /// Why runs cannot be summarised.
@@ -135,15 +145,26 @@ impl StreamSummary {
                 return Err(SummaryError::Mismatch(what));
             }
         }
+        // The braid row is the encrypted runs when there are any; the
+        // insecure ones then measure what encryption costs.
+        let encrypted = runs.iter().any(|r| r.peer == Peer::Braid && r.encrypted);
+        let braid_row = |r: &&StreamRun| r.peer != Peer::Braid || r.encrypted == encrypted;
         let mut secs = [0.0; 3];
         for (i, peer) in Peer::ALL.into_iter().enumerate() {
-            let times = runs.iter().filter(|r| r.peer == peer).map(|r| r.elapsed_secs).collect();
+            let times = runs.iter().filter(braid_row).filter(|r| r.peer == peer).map(|r| r.elapsed_secs).collect();
             secs[i] = median(times).ok_or(SummaryError::Missing(peer.name()))?.max(1e-9);
         }
-        let rate = secs.map(|s| match (first.mode, first.messages) {
+        let to_rate = |s: f64| match (first.mode, first.messages) {
             (Mode::Messages, Some(count)) => count as f64 / s,
             _ => first.bytes as f64 * 8.0 / s / 1e9,
-        });
+        };
+        let rate = secs.map(to_rate);
+        let insecure_times: Vec<f64> =
+            runs.iter().filter(|r| r.peer == Peer::Braid && !r.encrypted).map(|r| r.elapsed_secs).collect();
+        let insecure = match encrypted {
+            true => median(insecure_times).map(|s| s.max(1e-9)).map(|s| (s, to_rate(s))),
+            false => None,
+        };
         let braid = runs.iter().filter_map(|r| r.braid);
         let (lost, retx) = braid.fold((0, 0), |(l, x), c| (l + c.packets_lost, x + c.retransmitted_bytes));
         Ok(StreamSummary {
@@ -160,7 +181,14 @@ impl StreamSummary {
             rate,
             braid_packets_lost: lost,
             braid_retransmitted_bytes: retx,
+            encrypted,
+            insecure,
         })
+    }
+
+    /// Encrypted Braid's rate over its rate without authentication.
+    pub fn encryption_cost(&self) -> Option<f64> {
+        self.insecure.map(|(_, rate)| self.rate[0] / rate)
     }
 
     /// Braid's rate over `peer`'s.
@@ -193,6 +221,16 @@ impl StreamSummary {
         });
         if let (Some(o), Some(c)) = (out.as_object_mut(), common.as_object()) {
             o.extend(c.clone());
+            o.insert("encrypted".into(), json!(self.encrypted));
+            if let (Some((secs, rate)), Some(cost)) = (self.insecure, self.encryption_cost()) {
+                let key = match self.mode {
+                    Mode::Bulk => "braid_insecure_gbps",
+                    Mode::Messages => "braid_insecure_msgs_per_s",
+                };
+                o.insert(key.into(), json!(rate));
+                o.insert("braid_insecure_secs".into(), json!(secs));
+                o.insert("encryption_cost".into(), json!(cost));
+            }
             if let Some(link) = &self.link {
                 o.insert("link".into(), json!(link));
             }
@@ -229,25 +267,40 @@ impl StreamSummary {
         ["peer", "seconds", self.unit(), "braid/peer"]
     }
 
-    /// One row per peer: name, median seconds, rate, Braid's ratio over it.
+    /// One row per peer: name, median seconds, rate, Braid's ratio over it
+    /// (and a row for Braid without authentication when it was measured).
     pub fn rows(&self) -> Vec<Vec<String>> {
-        Peer::ALL
+        let fmt_rate = |r: f64| match self.mode {
+            Mode::Bulk => format!("{r:.3}"),
+            Mode::Messages => format!("{r:.0}"),
+        };
+        let mut rows: Vec<Vec<String>> = Peer::ALL
             .iter()
             .map(|&p| {
                 let i = p as usize;
-                let rate = match self.mode {
-                    Mode::Bulk => format!("{:.3}", self.rate[i]),
-                    Mode::Messages => format!("{:.0}", self.rate[i]),
+                let name = match (p, self.encrypted) {
+                    (Peer::Braid, true) => "braid (encrypted)".to_string(),
+                    (Peer::Braid, false) => "braid (INSECURE)".to_string(),
+                    _ => p.name().to_string(),
                 };
-                vec![p.name().to_string(), format!("{:.4}", self.secs[i]), rate, format!("{:.2}", self.braid_over(p))]
+                vec![name, format!("{:.4}", self.secs[i]), fmt_rate(self.rate[i]), format!("{:.2}", self.braid_over(p))]
             })
-            .collect()
+            .collect();
+        if let (Some((secs, rate)), Some(cost)) = (self.insecure, self.encryption_cost()) {
+            rows.insert(1, vec!["braid --insecure-no-auth".into(), format!("{secs:.4}"), fmt_rate(rate), format!("{cost:.2}")]);
+        }
+        rows
     }
 
-    /// The line below the table: Braid's loss counters.
+    /// The line below the table: Braid's loss counters and protection.
     pub fn footer(&self) -> String {
+        let protection = match (self.encrypted, self.encryption_cost()) {
+            (true, Some(cost)) => format!("; encrypted / --insecure-no-auth = {cost:.2}"),
+            (true, None) => "; braid authenticated and encrypted".into(),
+            (false, _) => "; braid NOT encrypted (--insecure-no-auth)".into(),
+        };
         format!(
-            "braid: {} packets lost, {} bytes retransmitted (all runs)",
+            "braid: {} packets lost, {} bytes retransmitted (all runs){protection}",
             self.braid_packets_lost, self.braid_retransmitted_bytes
         )
     }
@@ -278,6 +331,7 @@ mod tests {
                 smoothed_rtt_ms: 0.1,
                 min_rtt_ms: 0.05,
             }),
+            encrypted: peer == Peer::Braid,
         }
     }
 
