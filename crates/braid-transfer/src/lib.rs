@@ -15,10 +15,31 @@
 //!   their data extents, directories, symlinks), and the receiver-side path validator.
 //! * [`emulate`]: a sleeping token bucket that throttles a stage's workers in benchmarks.
 //!
-//! A later step adds the resume journal and the wire protocol. This crate must not depend on the
+//! The engine built on them:
+//!
+//! * [`protocol`]: the framed wire messages (postcard; total decoding).
+//! * [`plan`]: how a manifest is cut into chunks (small files bundled), identically on both ends.
+//! * [`transport`]: the byte streams (kernel TCP by default, with `TCP_INFO` loss counters).
+//! * [`mod@send`] and [`receive`]: the sender's read and network pools and the receiver's write
+//!   pool, tuned per probe interval; [`journal`]: the receiver's resume journal.
+//! * [`pool`]: resizable worker slots and the busy-time stage meter.
+//!
+//! Entry points: [`send::send`], [`receive::receive_one`] and [`receive::serve`]. This crate must not depend on the
 //! CLI, `braid-lab`, plotting or databases: it is the engine, and those are its users.
 
 pub mod emulate;
+pub mod error;
+pub mod journal;
 pub mod manifest;
+pub mod plan;
+pub mod pool;
+pub mod protocol;
+pub mod receive;
+pub mod send;
 pub mod staging;
+pub mod transport;
 pub mod tuner;
+
+pub use error::{EmulatedStorage, IntervalSample, Progress, ProgressFn, TransferError};
+pub use receive::{receive_one, serve, ReceiveOptions, ReceiveSummary};
+pub use send::{send, Pinned, SendOptions, SendSummary, TunerKind};
