@@ -94,7 +94,7 @@ enum BenchCommand {
 /// Options shared by the commands that open Braid connections.
 #[derive(Debug, Clone, Args)]
 pub struct TransportArgs {
-    /// Congestion control: newreno, cubic, bbr, ledbat, ledbat++, multcp or priority.
+    /// Congestion control: newreno, cubic, bbr, ledbat, ledbat++, multcp, priority or tq.
     #[arg(long, value_name = "ALGO", default_value = "cubic", value_parser = parse_cc)]
     pub cc: CcAlgorithm,
     /// Largest UDP payload Braid sends, in bytes (1200..=65527).

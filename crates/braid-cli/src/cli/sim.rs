@@ -30,7 +30,7 @@ pub struct SimTransferArgs {
     /// Bytes each flow transfers (e.g. 10MB, 1GiB).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     bytes: ByteSize,
-    /// Congestion control: newreno, cubic, bbr, ledbat, ledbat++, multcp or priority.
+    /// Congestion control: newreno, cubic, bbr, ledbat, ledbat++, multcp, priority or tq.
     #[arg(long, value_name = "ALGO", default_value = "cubic", value_parser = parse_cc)]
     cc: CcAlgorithm,
     /// Number of concurrent flows sharing the link.

@@ -227,8 +227,20 @@ impl CcAlgorithm {
         }
     }
 
+    /// The names of [`CcAlgorithm::ALL`], in that order: the one list
+    /// every parameter, flag and help text takes its values from.
+    pub const NAMES: [&'static str; 8] = {
+        let mut names = [""; 8];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = CcAlgorithm::ALL[i].as_str();
+            i += 1;
+        }
+        names
+    };
+
     /// The name accepted by [`FromStr`].
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             CcAlgorithm::NewReno => "newreno",
             CcAlgorithm::Cubic => "cubic",

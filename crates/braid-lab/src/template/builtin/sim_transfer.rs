@@ -50,7 +50,7 @@ pub struct SimTransfer;
 /// Names of every congestion controller, as [`CcAlgorithm`] parses and
 /// prints them (the values of the simulator templates' `cc`-like
 /// parameters).
-pub const CC_NAMES: [&str; 7] = ["newreno", "cubic", "ledbat", "ledbat++", "multcp", "priority", "bbr"];
+pub const CC_NAMES: [&str; 8] = CcAlgorithm::NAMES;
 
 /// The controller a `cc`-like parameter names.
 pub(crate) fn cc_param(params: &Params, name: &str) -> Result<CcAlgorithm, TemplateError> {

@@ -74,7 +74,7 @@ pub const MIN_SIZE: u64 = message::MIN_SIZE as u64;
 pub const FAIRNESS_WARMUP: Duration = Duration::from_secs(3);
 
 /// Exon's congestion controllers by name.
-const CC_NAMES: [&str; 7] = ["bbr", "newreno", "cubic", "ledbat", "ledbat++", "multcp", "priority"];
+const CC_NAMES: [&str; 8] = braid_proto::CcAlgorithm::NAMES;
 
 /// Messaging pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -103,7 +103,7 @@ pub enum Mode {
 }
 
 /// Congestion controllers Braid can run (quinn: newreno and cubic).
-const CC_NAMES: [&str; 7] = ["newreno", "cubic", "ledbat", "ledbat++", "multcp", "priority", "bbr"];
+const CC_NAMES: [&str; 8] = CcAlgorithm::NAMES;
 
 /// The `stream` template.
 #[derive(Debug, Clone, Copy, Default)]
