@@ -4,11 +4,23 @@
 //! Owns: the socket, the driver task, the mapping of protocol time to the
 //! monotonic clock, the durable clock's fsyncs and the journal's group
 //! commits (both off the driver task), and the async API:
-//! [`ExonSocket::send`] (waits while the peer's window is full:
-//! backpressure; with a journal, returns once the message is durable),
-//! [`ExonSocket::next_outcome`] (one [`Outcome`] per [`MessageId`] once
+//! [`ExonSocket::send`] and [`ExonSocket::send_many`] (wait while the
+//! peer's window is full: backpressure; with a journal, return once the
+//! messages are durable), [`ExonSocket::next_outcome`] and
+//! [`ExonSocket::outcomes_many`] (one [`Outcome`] per [`MessageId`] once
 //! acknowledged, or in doubt after a restart of a peer that keeps no
-//! journal) and [`ExonSocket::recv`].
+//! journal), [`ExonSocket::recv`] and [`ExonSocket::recv_many`].
+//!
+//! # Message rate
+//!
+//! Small messages cost system calls and wake-ups, not bytes. The driver
+//! packs the messages queued by one wake-up into full datagrams (the node
+//! puts many tokens, acknowledgements and control frames in each), sends
+//! all datagrams for a peer with one segmented send (UDP GSO) and takes
+//! in up to 32 datagrams, or GRO runs of them, per receive call
+//! (`recvmmsg`), both through quinn-udp. Whatever a wake-up
+//! delivers crosses to the application as one batch per channel, and
+//! [`ExonSocket::send_many`] hands the driver a batch in one command.
 //!
 //! # Durability
 //!
@@ -49,12 +61,15 @@ use std::sync::{Arc, Mutex};
 use braid_core::Instant;
 use braid_exon::clock::{ClockStore, ClockStoreError, FileClockStore, MemClockStore};
 use braid_exon::journal::{FileJournal, JournalError, JournalStore, Record};
+use braid_exon::wire::MAX_MESSAGE;
 use braid_exon::{
     Event, ExonNode, MessageId, NodeConfig, NodeId, NodeStats, RestoreError, SendError,
 };
 use bytes::Bytes;
-use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
+
+mod udp;
+use udp::{Receiver, Udp};
 
 /// Where the node clock is kept.
 #[derive(Debug, Clone, Default)]
@@ -81,6 +96,13 @@ pub struct SocketConfig {
     pub journal: Option<PathBuf>,
     /// Smallest journal worth compacting, in bytes.
     pub compact_bytes: u64,
+    /// Size datagrams to the path MTU where the socket knows it: a socket
+    /// bound to a loopback address reaches only the loopback device, so
+    /// its datagrams grow to that device's MTU (64 KiB on Linux, read from
+    /// the kernel), up to [`braid_exon::MAX_DATAGRAM_SIZE`] and never below
+    /// `node.max_datagram_size`. Elsewhere, and when off,
+    /// `node.max_datagram_size` as configured.
+    pub loopback_mtu: bool,
 }
 
 impl Default for SocketConfig {
@@ -90,6 +112,7 @@ impl Default for SocketConfig {
             clock: ClockFile::default(),
             journal: None,
             compact_bytes: 64 << 20,
+            loopback_mtu: true,
         }
     }
 }
@@ -119,51 +142,157 @@ pub enum Error {
     /// The journal does not replay (another node's, or damaged).
     #[error(transparent)]
     Restore(#[from] RestoreError),
-    /// The message was refused.
+    /// The message was refused (with [`ExonSocket::send_many`]: the whole
+    /// batch was).
     #[error(transparent)]
     Send(SendError),
+    /// [`ExonSocket::send_many`] failed after the node had accepted some
+    /// of the batch: those, in order, will have outcomes; the rest were
+    /// not sent.
+    #[error("{} of the batch accepted, then: {source}", accepted.len())]
+    SendMany {
+        /// The messages accepted before the error.
+        accepted: Vec<MessageId>,
+        /// Why the next one was refused.
+        source: SendError,
+    },
     /// The driver task has stopped (socket closed or fatal error).
     #[error("the Exon driver has stopped")]
     Closed,
 }
 
-/// Most datagrams (or commands) taken in before the node is polled for
+/// Most datagrams taken in (or commands) before the node is polled for
 /// output: bounds the time a busy socket keeps the driver from sending.
-const BATCH: usize = 64;
+const BATCH: usize = 256;
 
-/// Where the driver answers a send.
-type Reply = oneshot::Sender<Result<MessageId, SendError>>;
+/// Most commands taken in per wake-up.
+const COMMAND_BATCH: usize = 64;
 
 /// A group commit's outcome: the journal position made durable, and the
 /// journal's size when it was a checkpoint.
 type CommitResult = Result<(u64, Option<u64>), JournalError>;
 
+/// What a batched send is answered with: the identifiers, or those
+/// accepted before an error and the error.
+type ManyResult = Result<Vec<MessageId>, (Vec<MessageId>, SendError)>;
+
+/// Where the driver answers a send.
+enum Reply {
+    /// [`ExonSocket::send`].
+    One(oneshot::Sender<Result<MessageId, SendError>>),
+    /// [`ExonSocket::send_many`].
+    Many(oneshot::Sender<ManyResult>),
+}
+
+/// The messages of one send call not yet handed to the node.
+enum Msgs {
+    One(Option<Bytes>),
+    Many(std::vec::IntoIter<Bytes>),
+}
+
+impl Msgs {
+    fn peek_len(&self) -> Option<usize> {
+        match self {
+            Msgs::One(m) => m.as_ref().map(Bytes::len),
+            Msgs::Many(it) => it.as_slice().first().map(Bytes::len),
+        }
+    }
+
+    fn take(&mut self) -> Option<Bytes> {
+        match self {
+            Msgs::One(m) => m.take(),
+            Msgs::Many(it) => it.next(),
+        }
+    }
+}
+
+/// A send call in progress: what is left of it, the identifiers of what
+/// the node accepted, and where to answer.
+struct Sending {
+    peer: NodeId,
+    msgs: Msgs,
+    ids: Vec<MessageId>,
+    reply: Reply,
+}
+
+impl Sending {
+    /// Answers with the identifiers of the accepted messages, or with
+    /// `error` (and those accepted before it).
+    fn answer(self, error: Option<SendError>) {
+        match (self.reply, error) {
+            (Reply::One(tx), None) => {
+                let r = self
+                    .ids
+                    .first()
+                    .copied()
+                    // An empty send never reaches the driver.
+                    .ok_or(SendError::TooLarge(0));
+                let _ = tx.send(r);
+            }
+            (Reply::One(tx), Some(e)) => {
+                let _ = tx.send(Err(e));
+            }
+            (Reply::Many(tx), None) => {
+                let _ = tx.send(Ok(self.ids));
+            }
+            (Reply::Many(tx), Some(e)) => {
+                let _ = tx.send(Err((self.ids, e)));
+            }
+        }
+    }
+}
+
 enum Command {
-    Send {
-        peer: NodeId,
-        data: Bytes,
-        reply: Reply,
-    },
+    Send(Sending),
     AddPeer(NodeId, SocketAddr),
     Close,
 }
 
-/// Kernel socket buffers asked for (the kernel caps them at its maximum).
-/// The default (about 208 KiB) holds some 90 datagrams, 8 ms at 100 Mbit/s:
-/// a driver stalled that long by a busy machine overflows it, and every
-/// datagram lost there is a retransmission. TCP autotunes its buffers.
-const SOCKET_BUFFER: usize = 8 << 20;
+/// The application's end of a channel on which the driver hands over a
+/// batch per wake-up.
+struct Inbox<T> {
+    rx: mpsc::UnboundedReceiver<Vec<T>>,
+    ready: VecDeque<T>,
+}
 
-/// A UDP socket bound to `addr` with large kernel buffers.
-fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    // Best effort: a smaller buffer costs retransmissions, not correctness.
-    let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
-    let _ = s.set_send_buffer_size(SOCKET_BUFFER);
-    s.set_nonblocking(true)?;
-    s.bind(&addr.into())?;
-    UdpSocket::from_std(s.into())
+impl<T> Inbox<T> {
+    fn new(rx: mpsc::UnboundedReceiver<Vec<T>>) -> Self {
+        Inbox {
+            rx,
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// The next item; `None` once the driver stopped. Cancel-safe.
+    async fn next(&mut self) -> Option<T> {
+        loop {
+            if let Some(x) = self.ready.pop_front() {
+                return Some(x);
+            }
+            let batch = self.rx.recv().await?;
+            self.ready.extend(batch);
+        }
+    }
+
+    /// Appends at least one item to `out` (waiting for it) and whatever
+    /// else has arrived; returns how many, 0 once the driver stopped.
+    /// Cancel-safe.
+    async fn many(&mut self, out: &mut Vec<T>) -> usize {
+        let before = out.len();
+        if self.ready.is_empty() {
+            match self.rx.recv().await {
+                Some(batch) if out.is_empty() => *out = batch,
+                Some(batch) => out.extend(batch),
+                None => return 0,
+            }
+        } else {
+            out.extend(self.ready.drain(..));
+        }
+        while let Ok(batch) = self.rx.try_recv() {
+            out.extend(batch);
+        }
+        out.len() - before
+    }
 }
 
 /// An Exon node on a UDP socket.
@@ -171,8 +300,8 @@ pub struct ExonSocket {
     id: NodeId,
     local: SocketAddr,
     commands: mpsc::UnboundedSender<Command>,
-    received: tokio::sync::Mutex<mpsc::UnboundedReceiver<(NodeId, Bytes)>>,
-    outcomes: tokio::sync::Mutex<mpsc::UnboundedReceiver<(MessageId, Outcome)>>,
+    received: tokio::sync::Mutex<Inbox<(NodeId, Bytes)>>,
+    outcomes: tokio::sync::Mutex<Inbox<(MessageId, Outcome)>>,
     stats: Arc<Mutex<NodeStats>>,
     driver: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -190,6 +319,11 @@ impl ExonSocket {
         };
         let clock = store.load()?;
         let mut node_cfg = cfg.node.clone();
+        if cfg.loopback_mtu {
+            if let Some(size) = udp::loopback_payload(addr) {
+                node_cfg.max_datagram_size = node_cfg.max_datagram_size.max(size);
+            }
+        }
         let (node, journal) = match &cfg.journal {
             Some(path) => {
                 node_cfg.machine.journal = true;
@@ -200,8 +334,8 @@ impl ExonSocket {
             }
             None => (ExonNode::new(node_cfg, id, clock), None),
         };
-        let socket = bind_udp(addr)?;
-        let local = socket.local_addr()?;
+        let udp = Udp::bind(addr)?;
+        let local = udp.local_addr()?;
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (received_tx, received) = mpsc::unbounded_channel();
         let (outcome_tx, outcomes) = mpsc::unbounded_channel();
@@ -209,7 +343,7 @@ impl ExonSocket {
         let driver = Driver {
             stats: stats.clone(),
             node,
-            socket,
+            udp,
             epoch: tokio::time::Instant::now(),
             store: Arc::new(Mutex::new(store)),
             journal,
@@ -222,14 +356,15 @@ impl ExonSocket {
             received: received_tx,
             outcomes: outcome_tx,
             parked: VecDeque::new(),
+            events: Vec::new(),
         };
         let task = tokio::spawn(driver.run());
         Ok(ExonSocket {
             id,
             local,
             commands,
-            received: tokio::sync::Mutex::new(received),
-            outcomes: tokio::sync::Mutex::new(outcomes),
+            received: tokio::sync::Mutex::new(Inbox::new(received)),
+            outcomes: tokio::sync::Mutex::new(Inbox::new(outcomes)),
             stats,
             driver: Mutex::new(Some(task)),
         })
@@ -256,22 +391,77 @@ impl ExonSocket {
     /// unacknowledged messages to `peer` is full and, with a journal, until
     /// the message is durable (accepted).
     pub async fn send(&self, peer: NodeId, data: Bytes) -> Result<MessageId, Error> {
-        let (reply, rx) = oneshot::channel();
+        if data.len() as u64 > MAX_MESSAGE {
+            return Err(Error::Send(SendError::TooLarge(data.len())));
+        }
+        let (tx, rx) = oneshot::channel();
         self.commands
-            .send(Command::Send { peer, data, reply })
+            .send(Command::Send(Sending {
+                peer,
+                msgs: Msgs::One(Some(data)),
+                ids: Vec::new(),
+                reply: Reply::One(tx),
+            }))
             .map_err(|_| Error::Closed)?;
         rx.await.map_err(|_| Error::Closed)?.map_err(Error::Send)
     }
 
+    /// Sends each of `msgs` to `peer` exactly once, in one command to the
+    /// driver (which packs them into as few datagrams as fit): the
+    /// batched [`send`](Self::send). Waits until the window has taken
+    /// them all and, with a journal, until they are durable; returns
+    /// their identifiers in order.
+    ///
+    /// A message over the 16 MiB limit refuses the whole batch
+    /// ([`SendError::TooLarge`]). An error after some were accepted (the
+    /// peer unknown, the clock exhausted) is [`Error::SendMany`], naming
+    /// those accepted: their outcomes follow as usual.
+    pub async fn send_many(&self, peer: NodeId, msgs: Vec<Bytes>) -> Result<Vec<MessageId>, Error> {
+        if let Some(m) = msgs.iter().find(|m| m.len() as u64 > MAX_MESSAGE) {
+            return Err(Error::Send(SendError::TooLarge(m.len())));
+        }
+        if msgs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (tx, rx) = oneshot::channel();
+        let ids = Vec::with_capacity(msgs.len());
+        self.commands
+            .send(Command::Send(Sending {
+                peer,
+                msgs: Msgs::Many(msgs.into_iter()),
+                ids,
+                reply: Reply::Many(tx),
+            }))
+            .map_err(|_| Error::Closed)?;
+        match rx.await.map_err(|_| Error::Closed)? {
+            Ok(ids) => Ok(ids),
+            Err((accepted, e)) if accepted.is_empty() => Err(Error::Send(e)),
+            Err((accepted, source)) => Err(Error::SendMany { accepted, source }),
+        }
+    }
+
     /// The next message received, or `None` once the driver stopped.
     pub async fn recv(&self) -> Option<(NodeId, Bytes)> {
-        self.received.lock().await.recv().await
+        self.received.lock().await.next().await
+    }
+
+    /// Appends the messages received (waiting for at least one) to `out`
+    /// and returns how many: what the driver's latest wake-ups delivered,
+    /// in one go. 0 once the driver stopped.
+    pub async fn recv_many(&self, out: &mut Vec<(NodeId, Bytes)>) -> usize {
+        self.received.lock().await.many(out).await
     }
 
     /// The next outcome of a message sent, or `None` once the driver
     /// stopped.
     pub async fn next_outcome(&self) -> Option<(MessageId, Outcome)> {
-        self.outcomes.lock().await.recv().await
+        self.outcomes.lock().await.next().await
+    }
+
+    /// Appends the outcomes known (waiting for at least one) to `out` and
+    /// returns how many; 0 once the driver stopped.
+    pub async fn outcomes_many(&self, out: &mut Vec<(MessageId, Outcome)>) -> usize {
+        self.outcomes.lock().await.many(out).await
     }
 
     /// The node's counters (datagrams, retransmissions, malformed input),
@@ -299,14 +489,14 @@ impl Drop for ExonSocket {
 
 struct Driver {
     node: ExonNode,
-    socket: UdpSocket,
+    udp: Udp,
     epoch: tokio::time::Instant,
     store: Arc<Mutex<Box<dyn ClockStore + Send>>>,
     commands: mpsc::UnboundedReceiver<Command>,
-    received: mpsc::UnboundedSender<(NodeId, Bytes)>,
-    outcomes: mpsc::UnboundedSender<(MessageId, Outcome)>,
+    received: mpsc::UnboundedSender<Vec<(NodeId, Bytes)>>,
+    outcomes: mpsc::UnboundedSender<Vec<(MessageId, Outcome)>>,
     /// Sends waiting for room in their peer's window, in order.
-    parked: VecDeque<(NodeId, Bytes, Reply)>,
+    parked: VecDeque<Sending>,
     /// The journal, when kept.
     journal: Option<Arc<Mutex<FileJournal>>>,
     compact_bytes: u64,
@@ -314,12 +504,15 @@ struct Driver {
     last_checkpoint: u64,
     /// Journal position known durable.
     durable: u64,
-    /// Accepted sends whose journal position is not durable yet.
-    unconfirmed_sends: VecDeque<(u64, MessageId, Reply)>,
+    /// Sends whose journal position is not durable yet, with the error
+    /// that ended them early, if any.
+    unconfirmed_sends: VecDeque<(u64, Sending, Option<SendError>)>,
     /// Received messages whose `Taken` is not durable yet.
-    unconfirmed_received: VecDeque<(u64, NodeId, Bytes)>,
+    unconfirmed_received: VecDeque<(u64, Vec<(NodeId, Bytes)>)>,
     /// Where [`ExonSocket::stats`] reads the counters.
     stats: Arc<Mutex<NodeStats>>,
+    /// Events of one wake-up (kept for its allocation).
+    events: Vec<Event>,
 }
 
 impl Driver {
@@ -332,28 +525,48 @@ impl Driver {
         self.epoch + t.since_epoch().min(self.epoch.elapsed() + far)
     }
 
-    /// Hands a send to the node, or parks it while the window is full.
-    fn try_send(&mut self, peer: NodeId, data: Bytes, reply: Reply) {
-        let now = self.now();
+    /// Hands a send call to the node, parking it (or what is left of it)
+    /// while the window is full.
+    fn try_send(&mut self, s: Sending) {
         // Keep order: nothing overtakes a parked send to the same peer.
-        if self.parked.iter().any(|(p, _, _)| *p == peer) {
-            self.parked.push_back((peer, data, reply));
+        if self.parked.iter().any(|p| p.peer == s.peer) {
+            self.parked.push_back(s);
             return;
         }
-        match self.node.send(now, peer, data.clone()) {
-            Err(SendError::WindowFull(_)) => self.parked.push_back((peer, data, reply)),
-            r => self.answer(r, reply),
+        if let Some(s) = self.feed(s) {
+            self.parked.push_back(s);
         }
     }
 
-    /// Answers a send: at once, or once its journal position is durable.
-    fn answer(&mut self, r: Result<MessageId, SendError>, reply: Reply) {
-        let seq = self.node.journal_seq();
-        match r {
-            Ok(id) if seq > self.durable => self.unconfirmed_sends.push_back((seq, id, reply)),
-            r => {
-                let _ = reply.send(r);
+    /// Hands messages of `s` to the node while its window has room;
+    /// returns `s` if some are left for later.
+    fn feed(&mut self, mut s: Sending) -> Option<Sending> {
+        let now = self.now();
+        while let Some(len) = s.msgs.peek_len() {
+            // Asking first keeps the message: a refused one would be gone.
+            if !self.node.has_room(s.peer, len) {
+                return Some(s);
             }
+            let Some(data) = s.msgs.take() else { break };
+            match self.node.send(now, s.peer, data) {
+                Ok(id) => s.ids.push(id),
+                Err(e) => {
+                    self.answer(s, Some(e));
+                    return None;
+                }
+            }
+        }
+        self.answer(s, None);
+        None
+    }
+
+    /// Answers a send: at once, or once its journal position is durable.
+    fn answer(&mut self, s: Sending, error: Option<SendError>) {
+        let seq = self.node.journal_seq();
+        if !s.ids.is_empty() && seq > self.durable {
+            self.unconfirmed_sends.push_back((seq, s, error));
+        } else {
+            s.answer(error);
         }
     }
 
@@ -367,16 +580,18 @@ impl Driver {
             .front()
             .is_some_and(|u| u.0 <= self.durable)
         {
-            let (_, id, reply) = self.unconfirmed_sends.pop_front().expect("checked");
-            let _ = reply.send(Ok(id));
+            if let Some((_, s, e)) = self.unconfirmed_sends.pop_front() {
+                s.answer(e);
+            }
         }
         while self
             .unconfirmed_received
             .front()
             .is_some_and(|u| u.0 <= self.durable)
         {
-            let (_, from, data) = self.unconfirmed_received.pop_front().expect("checked");
-            let _ = self.received.send((from, data));
+            if let Some((_, batch)) = self.unconfirmed_received.pop_front() {
+                let _ = self.received.send(batch);
+            }
         }
     }
 
@@ -423,64 +638,86 @@ impl Driver {
     }
 
     fn retry_parked(&mut self) {
-        let now = self.now();
         let mut still = VecDeque::new();
         let mut blocked: Vec<NodeId> = Vec::new();
-        while let Some((peer, data, reply)) = self.parked.pop_front() {
-            if blocked.contains(&peer) {
-                still.push_back((peer, data, reply));
+        while let Some(s) = self.parked.pop_front() {
+            if blocked.contains(&s.peer) {
+                still.push_back(s);
                 continue;
             }
-            match self.node.send(now, peer, data.clone()) {
-                Err(SendError::WindowFull(_)) => {
-                    blocked.push(peer);
-                    still.push_back((peer, data, reply));
-                }
-                r => self.answer(r, reply),
+            if let Some(s) = self.feed(s) {
+                blocked.push(s.peer);
+                still.push_back(s);
             }
         }
         self.parked = still;
     }
 
+    /// Sends everything the node has to send, a segmented send per peer
+    /// batch, and hands the events out.
     async fn flush(&mut self, buf: &mut Vec<u8>) {
         let now = self.now();
-        while let Some(t) = self.node.poll_transmit(now, buf) {
-            // A send error (no route, buffer full) is a lost datagram:
-            // Exon retransmits.
-            let _ = self.socket.send_to(&buf[..t.size], t.dst).await;
+        let max = self.udp.max_segments(self.node.config().max_datagram_size);
+        while let Some(t) = self.node.poll_transmit_batch(now, buf, max) {
+            self.udp.send(t.dst, &buf[..t.size], t.segment_size).await;
         }
-        let mut freed = false;
-        while let Some(ev) = self.node.poll_event() {
+        let mut events = std::mem::take(&mut self.events);
+        self.node.poll_events(&mut events);
+        // One journal position covers the whole batch: the last `Taken`.
+        let seq = self.node.journal_seq();
+        let mut received = Vec::new();
+        let mut outcomes = Vec::new();
+        for ev in events.drain(..) {
             match ev {
-                Event::Received { from, data } => {
-                    let seq = self.node.journal_seq();
-                    if seq > self.durable {
-                        self.unconfirmed_received.push_back((seq, from, data));
-                    } else {
-                        let _ = self.received.send((from, data));
-                    }
-                }
-                Event::Delivered { id, .. } => {
-                    freed = true;
-                    let _ = self.outcomes.send((id, Outcome::Delivered));
-                }
-                Event::InDoubt { id, .. } => {
-                    freed = true;
-                    let _ = self.outcomes.send((id, Outcome::InDoubt));
-                }
+                Event::Received { from, data } => received.push((from, data)),
+                Event::Delivered { id, .. } => outcomes.push((id, Outcome::Delivered)),
+                Event::InDoubt { id, .. } => outcomes.push((id, Outcome::InDoubt)),
             }
         }
-        if freed && !self.parked.is_empty() {
-            self.retry_parked();
+        self.events = events;
+        if !received.is_empty() {
+            if seq > self.durable {
+                self.unconfirmed_received.push_back((seq, received));
+            } else {
+                let _ = self.received.send(received);
+            }
+        }
+        if !outcomes.is_empty() {
+            let _ = self.outcomes.send(outcomes);
+            if !self.parked.is_empty() {
+                self.retry_parked();
+            }
         }
         if let Ok(mut s) = self.stats.lock() {
             *s = *self.node.stats();
         }
     }
 
+    /// Takes in whatever has arrived, up to [`BATCH`] datagrams, before
+    /// answering: under load one datagram of acknowledgements then answers
+    /// many tokens (fewer datagrams, fewer system calls); when idle
+    /// nothing waits.
+    fn receive(&mut self, rx: &mut Receiver, dgrams: &mut Vec<(SocketAddr, Bytes)>) {
+        let mut taken = 0;
+        while taken < BATCH {
+            dgrams.clear();
+            match rx.recv(&self.udp, dgrams) {
+                Ok(n) => taken += n.max(1),
+                // WouldBlock: drained. Other errors (ICMP unreachable
+                // reported on the socket): nothing to take in now.
+                Err(_) => break,
+            }
+            let now = self.now();
+            for (src, payload) in dgrams.drain(..) {
+                self.node.handle_datagram(now, src, payload);
+            }
+        }
+    }
+
     async fn run(mut self) {
         let mut buf = Vec::with_capacity(65_536);
-        let mut rbuf = vec![0u8; 65_536];
+        let mut rx = Receiver::new();
+        let mut dgrams = Vec::with_capacity(BATCH);
         let (persisted_tx, mut persisted_rx) =
             mpsc::unbounded_channel::<Result<u64, ClockStoreError>>();
         let mut persisting = false;
@@ -508,23 +745,9 @@ impl Driver {
             }
             let deadline = self.node.poll_timeout().map(|t| self.deadline(t));
             tokio::select! {
-                r = self.socket.recv_from(&mut rbuf) => {
-                    if let Ok((n, src)) = r {
-                        let now = self.now();
-                        self.node.handle_datagram(now, src, Bytes::copy_from_slice(&rbuf[..n]));
-                    }
-                    // Take in whatever else has arrived before answering:
-                    // under load one datagram of acknowledgements then
-                    // answers many tokens (fewer datagrams, fewer syscalls),
-                    // and when idle nothing waits.
-                    for _ in 0..BATCH {
-                        match self.socket.try_recv_from(&mut rbuf) {
-                            Ok((n, src)) => {
-                                let now = self.now();
-                                self.node.handle_datagram(now, src, Bytes::copy_from_slice(&rbuf[..n]));
-                            }
-                            Err(_) => break,
-                        }
+                r = self.udp.readable() => {
+                    if r.is_ok() {
+                        self.receive(&mut rx, &mut dgrams);
                     }
                 }
                 cmd = self.commands.recv() => {
@@ -534,7 +757,7 @@ impl Driver {
                     let mut taken = 0;
                     loop {
                         match next {
-                            Some(Command::Send { peer, data, reply }) => self.try_send(peer, data, reply),
+                            Some(Command::Send(s)) => self.try_send(s),
                             Some(Command::AddPeer(peer, addr)) => self.node.add_peer(peer, addr),
                             Some(Command::Close) | None => {
                                 // A commit in flight still completes: let
@@ -549,7 +772,7 @@ impl Driver {
                             }
                         }
                         taken += 1;
-                        if taken == BATCH {
+                        if taken == COMMAND_BATCH {
                             break;
                         }
                         match self.commands.try_recv() {

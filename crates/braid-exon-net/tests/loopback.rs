@@ -166,3 +166,83 @@ async fn burst_of_concurrent_sends_all_answered() {
     a.close().await;
     b.close().await;
 }
+
+/// Batches both ways: `send_many` hands over thousands of small messages
+/// (several batches parked behind a full window), they share datagrams,
+/// arrive once each through `recv_many`, and every outcome comes through
+/// `outcomes_many`. With datagrams held to 1,400 bytes (no loopback MTU),
+/// the count of datagrams shows the packing; with the loopback MTU, fewer
+/// still. A message over the limit refuses its whole batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_share_datagrams_and_arrive_once() {
+    for loopback_mtu in [false, true] {
+        let cfg = SocketConfig {
+            loopback_mtu,
+            ..SocketConfig::default()
+        };
+        let mut small = cfg.clone();
+        small.node.machine.max_outstanding = 1_000;
+        let a = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(1), small)
+            .await
+            .unwrap();
+        let b = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(2), cfg)
+            .await
+            .unwrap();
+        a.add_peer(NodeId(2), b.local_addr()).unwrap();
+        let too_big = vec![message(1, 0, 8), Bytes::from(vec![0u8; (16 << 20) + 1])];
+        assert!(matches!(
+            a.send_many(NodeId(2), too_big).await,
+            Err(braid_exon_net::Error::Send(
+                braid_exon::SendError::TooLarge(_)
+            ))
+        ));
+        const N: u64 = 20_000;
+        const BATCH: u64 = 2_500;
+        let run = async {
+            let sender = async {
+                let mut ids = Vec::new();
+                for first in (0..N).step_by(BATCH as usize) {
+                    let msgs = (first..first + BATCH).map(|k| message(1, k, 64)).collect();
+                    ids.extend(a.send_many(NodeId(2), msgs).await.unwrap());
+                }
+                ids
+            };
+            let receiver = async {
+                let mut seen = vec![0u32; N as usize];
+                let (mut got, mut batch) = (0, Vec::new());
+                while got < N {
+                    batch.clear();
+                    assert!(b.recv_many(&mut batch).await > 0);
+                    for (from, m) in &batch {
+                        assert_eq!((*from, m.len()), (NodeId(1), 64));
+                        seen[u64::from_be_bytes(m[8..16].try_into().unwrap()) as usize] += 1;
+                        got += 1;
+                    }
+                }
+                assert!(seen.iter().all(|&c| c == 1), "each message exactly once");
+            };
+            let (ids, ()) = tokio::join!(sender, receiver);
+            assert_eq!(ids.len() as u64, N);
+            let (mut outcomes, mut batch) = (0, Vec::new());
+            while outcomes < N {
+                batch.clear();
+                assert!(a.outcomes_many(&mut batch).await > 0);
+                assert!(batch.iter().all(|(_, o)| *o == Outcome::Delivered));
+                outcomes += batch.len() as u64;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .expect("all delivered within 60 s");
+        let st = a.stats();
+        // 17 messages of 64 bytes fill a 1,400-byte datagram; allow for
+        // requests, retransmissions and partly filled datagrams.
+        assert!(
+            st.datagrams_sent * 8 <= N,
+            "loopback_mtu {loopback_mtu}: {} datagrams for {N} messages",
+            st.datagrams_sent
+        );
+        a.close().await;
+        b.close().await;
+    }
+}

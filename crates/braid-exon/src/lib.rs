@@ -151,7 +151,7 @@ pub use machine::{
     DurablePartial, DurableReceiver, DurableSender, DurableState, Event, Feedback, Machine,
     MachineConfig, MachineStats, RestoreError, SendError,
 };
-pub use node::{ExonCc, ExonNode, NodeConfig, NodeStats, Transmit};
+pub use node::{ExonCc, ExonNode, NodeConfig, NodeStats, Transmit, MAX_DATAGRAM_SIZE};
 
 /// A node's logical identity. Peers are named by it, never by address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -198,6 +198,45 @@ enum Frag {
     Held,
 }
 
+/// The fragments of one token. Almost every message fits one datagram,
+/// so one fragment is kept inline: a token costs no allocation beyond its
+/// map entry on the hot path of small messages.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Frags {
+    One(Frag),
+    Many(Box<[Frag]>),
+}
+
+impl Frags {
+    /// `n` fragments, all [`Frag::Pending`].
+    fn pending(n: usize) -> Frags {
+        if n <= 1 {
+            Frags::One(Frag::Pending)
+        } else {
+            Frags::Many(vec![Frag::Pending; n].into_boxed_slice())
+        }
+    }
+}
+
+impl std::ops::Deref for Frags {
+    type Target = [Frag];
+    fn deref(&self) -> &[Frag] {
+        match self {
+            Frags::One(f) => std::slice::from_ref(f),
+            Frags::Many(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Frags {
+    fn deref_mut(&mut self) -> &mut [Frag] {
+        match self {
+            Frags::One(f) => std::slice::from_mut(f),
+            Frags::Many(v) => v,
+        }
+    }
+}
+
 /// A token: message plus the identity `(s, rck)` of the slot it consumes
 /// (Definition 3). Unlike l. 90, a token keeps the incarnation it was
 /// created in: re-tagging it with a newer `rck` could match a slot the
@@ -208,7 +247,7 @@ struct Token {
     rck: u64,
     id: MessageId,
     data: Bytes,
-    frags: Vec<Frag>,
+    frags: Frags,
     /// Fragments ever transmitted (for Karn's rule on re-sends).
     sent_any: bool,
     /// Journal position its `Tokenize` record needs to be durable at
@@ -656,6 +695,17 @@ impl Machine {
         Ok(id)
     }
 
+    /// Would [`send`](Self::send) find room for a `len`-byte message to
+    /// `peer` in its outstanding window now? A driver holding messages
+    /// asks first rather than hand one over only to get
+    /// [`SendError::WindowFull`] (and its bytes back by cloning).
+    pub fn has_room(&self, peer: NodeId, len: usize) -> bool {
+        self.senders.get(&peer).is_none_or(|c| {
+            c.msg.len() + c.tok.len() < self.cfg.max_outstanding
+                && c.bytes + len as u64 <= self.cfg.max_outstanding_bytes
+        })
+    }
+
     /// Sets the window `N` for `peer` (clamped to the configured range),
     /// typically from the measured bandwidth-delay product.
     pub fn set_window(&mut self, peer: NodeId, n: u64) {
@@ -702,7 +752,7 @@ impl Machine {
             let Some(m) = c.msg.pop_front() else { break };
             self.journal.log(|| Record::Tokenize { peer, s: e });
             let n = m.data.len().div_ceil(frag).max(1);
-            let frags = vec![Frag::Pending; n];
+            let frags = Frags::pending(n);
             for i in 0..n {
                 c.ready.push_back((e, i as u32));
             }
@@ -850,6 +900,11 @@ impl Machine {
         self.senders.keys().copied()
     }
 
+    /// Does `peer` have a receiver record?
+    pub fn has_receiver(&self, peer: NodeId) -> bool {
+        self.receivers.contains_key(&peer)
+    }
+
     /// Peers with a receiver record.
     pub fn receiver_peers(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.receivers.keys().copied()
@@ -968,47 +1023,95 @@ impl Machine {
     /// The next TOKEN fragment for `peer` (l. 33, 73, 90), recorded as
     /// transmission `tx` sent at `now`.
     pub fn next_fragment(&mut self, peer: NodeId, now: Instant, tx: u64) -> Option<Frame> {
-        if !self.has_fragment(peer) {
-            return None;
-        }
+        self.take_fragment(peer, now, tx, |_| true).map(|(f, _)| f)
+    }
+
+    /// The next TOKEN fragment for `peer`, as
+    /// [`next_fragment`](Self::next_fragment), if `admit` accepts its
+    /// encoded length (room in the datagram, the window, the pacer); with
+    /// whether it is its token's first transmission (usable for an RTT
+    /// sample under Karn's rule). One look-up of the token where peeking,
+    /// taking and asking separately take three: this runs once per small
+    /// message.
+    pub fn take_fragment(
+        &mut self,
+        peer: NodeId,
+        now: Instant,
+        tx: u64,
+        admit: impl FnOnce(usize) -> bool,
+    ) -> Option<(Frame, bool)> {
         let frag_len = self.cfg.max_fragment.max(1);
+        let durable = self.journal.durable;
         let c = self.senders.get_mut(&peer)?;
-        let (s, i) = c.ready.pop_front()?;
-        let t = c.tok.get_mut(&s)?;
-        let retransmitted = t.sent_any;
-        t.sent_any = true;
-        t.frags[i as usize] = Frag::InFlight {
-            tx,
-            sent_at: now,
-            retransmitted,
-        };
-        let start = (i as usize * frag_len).min(t.data.len());
-        let end = (start + frag_len).min(t.data.len());
-        c.last_activity = now;
-        Some(Frame::Token {
-            s,
-            r: t.rck,
-            len: t.data.len() as u64,
-            offset: start as u64,
-            data: t.data.slice(start..end),
-        })
+        loop {
+            let &(s, i) = c.ready.front()?;
+            let Some(t) = c
+                .tok
+                .get_mut(&s)
+                .filter(|t| matches!(t.frags.get(i as usize), Some(Frag::Pending)))
+            else {
+                c.ready.pop_front(); // settled or sent since it was queued
+                continue;
+            };
+            // A token leaves only once the envelope it went into is
+            // durable (tokens behind it are younger: they wait too).
+            if t.seq > durable {
+                return None;
+            }
+            let start = (i as usize * frag_len).min(t.data.len());
+            let end = (start + frag_len).min(t.data.len());
+            let v = braid_proto::wire::varint_len;
+            let len = 1
+                + v(s)
+                + v(t.rck)
+                + v(t.data.len() as u64)
+                + v(start as u64)
+                + v((end - start) as u64)
+                + end
+                - start;
+            if !admit(len) {
+                return None;
+            }
+            c.ready.pop_front();
+            let first = !t.sent_any;
+            t.sent_any = true;
+            t.frags[i as usize] = Frag::InFlight {
+                tx,
+                sent_at: now,
+                retransmitted: !first,
+            };
+            c.last_activity = now;
+            let frame = Frame::Token {
+                s,
+                r: t.rck,
+                len: t.data.len() as u64,
+                offset: start as u64,
+                data: t.data.slice(start..end),
+            };
+            return Some((frame, first));
+        }
     }
 
     /// The transmitter declared transmission `tx` of fragment `offset` of
-    /// token `s` to `peer` lost: send it again.
-    pub fn fragment_lost(&mut self, peer: NodeId, s: u64, offset: u64, tx: u64) {
+    /// token `s` to `peer` lost: send it again. Returns whether it was
+    /// still in flight as `tx` (and so is queued again).
+    pub fn fragment_lost(&mut self, peer: NodeId, s: u64, offset: u64, tx: u64) -> bool {
         let frag_len = self.cfg.max_fragment.max(1) as u64;
         let Some(c) = self.senders.get_mut(&peer) else {
-            return;
+            return false;
         };
-        let Some(t) = c.tok.get_mut(&s) else { return };
+        let Some(t) = c.tok.get_mut(&s) else {
+            return false;
+        };
         let i = (offset / frag_len) as usize;
         if let Some(f @ Frag::InFlight { .. }) = t.frags.get_mut(i) {
             if matches!(f, Frag::InFlight { tx: t2, .. } if *t2 == tx) {
                 *f = Frag::Pending;
                 c.ready.push_back((s, i as u32));
+                return true;
             }
         }
+        false
     }
 
     /// Was transmission `tx` a first transmission (usable for an RTT
@@ -1352,12 +1455,15 @@ impl Machine {
     /// Removes token `s` of incarnation `r`, reporting its transmissions.
     fn take_token(&mut self, peer: NodeId, s: u64, r: u64, acked: bool) -> Option<Token> {
         let c = self.senders.get_mut(&peer)?;
-        if c.tok.get(&s)?.rck != r {
+        let std::collections::btree_map::Entry::Occupied(e) = c.tok.entry(s) else {
+            return None;
+        };
+        if e.get().rck != r {
             return None;
         }
-        let t = c.tok.remove(&s)?;
+        let t = e.remove();
         c.bytes -= t.data.len() as u64;
-        for f in &t.frags {
+        for f in t.frags.iter() {
             if let Frag::InFlight { tx, .. } = f {
                 self.feedback.push_back(if acked {
                     Feedback::Acked { peer, tx: *tx }

@@ -3,7 +3,11 @@
 //! The machine decides *what* is sent; the node decides *when* and *how*:
 //! it packs control frames and token fragments of one peer into datagrams
 //! (so REQSLOTS rides on TOKENs and SLOTS on ACKs, and one datagram carries
-//! many tokens and acknowledgements), measures the RTT, runs a congestion
+//! many tokens and acknowledgements: the envelopes of small messages share
+//! datagrams up to the datagram size), hands out runs of equal-sized
+//! datagrams to one peer for one segmented send
+//! ([`ExonNode::poll_transmit_batch`], UDP GSO), counts congestion, RTT
+//! samples and losses per datagram, not per message, measures the RTT, runs a congestion
 //! controller per peer (BBR-style by default), paces, detects lost
 //! fragments (RACK-style time threshold, RFC 8985 §6.2, and an RFC 6298
 //! retransmission timeout), sizes the window `N` from the measured
@@ -56,12 +60,20 @@ impl std::str::FromStr for ExonCc {
     }
 }
 
+/// Largest datagram an [`ExonNode`] sends, whatever
+/// [`NodeConfig::max_datagram_size`] asks for (32 KiB): the congestion
+/// controllers count in datagrams, and BBR's send quantum (two datagrams,
+/// at most 64 KB: BBR v3 §4.6.3) must hold two of them. Paths with larger
+/// MTUs (loopback's is 64 KiB) gain little beyond it: a datagram of 32 KiB
+/// already carries hundreds of small messages.
+pub const MAX_DATAGRAM_SIZE: usize = 32 * 1024;
+
 /// Configuration of an [`ExonNode`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeConfig {
     /// Protocol limits.
     pub machine: MachineConfig,
-    /// Largest UDP payload sent.
+    /// Largest UDP payload sent (at most [`MAX_DATAGRAM_SIZE`]).
     pub max_datagram_size: usize,
     /// Congestion control.
     pub cc: ExonCc,
@@ -118,13 +130,26 @@ impl NodeConfig {
     }
 }
 
-/// A datagram to send: `size` bytes of the buffer, to `dst`.
+/// Datagrams to send: `size` bytes of the buffer, to `dst`, cut into
+/// datagrams of `segment_size` bytes (the last one may be shorter), i.e.
+/// what one segmented send (Linux UDP GSO, `sendmmsg`) carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit {
     /// Where to.
     pub dst: SocketAddr,
     /// Bytes written to the buffer.
     pub size: usize,
+    /// Length of every datagram but the last; `size` when there is one.
+    pub segment_size: usize,
+    /// Datagrams in the buffer.
+    pub datagrams: usize,
+}
+
+impl Transmit {
+    /// The datagrams, as slices of the buffer the transmit was written to.
+    pub fn segments<'a>(&self, buf: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        buf[..self.size.min(buf.len())].chunks(self.segment_size.max(1))
+    }
 }
 
 /// Counters of an [`ExonNode`].
@@ -150,13 +175,30 @@ pub struct NodeStats {
     pub address_changes: u64,
 }
 
-/// One token fragment in flight.
-#[derive(Debug, Clone, Copy)]
+/// One datagram of token fragments in flight: the unit of congestion
+/// control, RTT sampling and loss detection. A datagram arrives whole or
+/// not at all, so the first acknowledgement of any of its fragments
+/// credits it to the congestion controller (`credited`): accounting per
+/// datagram rather than per fragment keeps the cost of a small message to
+/// its share of one entry. The entry itself stays until every fragment is
+/// settled (`open` reaches 0): an acknowledgement list can be split over
+/// datagrams, or a fragment dropped by the receiver, and a fragment whose
+/// acknowledgement never comes must still be declared lost (RACK or the
+/// retransmission timeout) and sent again, without a congestion signal
+/// for a datagram that arrived.
+#[derive(Debug, Clone)]
 struct Tx {
     sent_at: Instant,
+    /// The datagram's length (control frames included).
     bytes: u64,
-    s: u64,
-    offset: u64,
+    /// Its fragments, `(token, offset)`, to send again if it is lost.
+    frags: Vec<(u64, u64)>,
+    /// Fragments not yet acknowledged or forgotten.
+    open: usize,
+    /// The datagram is known to have arrived: out of `bytes_in_flight`,
+    /// counted by the congestion controller.
+    credited: bool,
+    /// Every fragment in it was a first transmission (Karn's rule).
     first: bool,
     app_limited: bool,
 }
@@ -175,7 +217,7 @@ struct Path {
     /// Transmissions by number, i.e. in send order.
     in_flight: BTreeMap<u64, Tx>,
     bytes_in_flight: u64,
-    /// Send time of the latest-sent fragment acknowledged (RACK).
+    /// Send time of the latest-sent datagram acknowledged (RACK).
     rack_sent: Option<Instant>,
     /// Token bucket at the controller's pacing rate, ten datagrams deep.
     pacer: Pacer,
@@ -229,11 +271,14 @@ pub struct ExonNode {
     next_tx: u64,
     forget_at: Option<Instant>,
     stats: NodeStats,
+    /// Frames of the datagram being handled (kept for its allocation).
+    frames: Vec<Frame>,
 }
 
 impl ExonNode {
     /// A node `id` whose durable clock holds `persisted_clock` (0 when new).
     pub fn new(mut cfg: NodeConfig, id: NodeId, persisted_clock: u64) -> ExonNode {
+        cfg.max_datagram_size = cfg.max_datagram_size.min(MAX_DATAGRAM_SIZE);
         cfg.machine.max_fragment = cfg.fragment_size();
         let machine = Machine::new(id, cfg.machine.clone(), persisted_clock);
         ExonNode {
@@ -245,6 +290,7 @@ impl ExonNode {
             next_tx: 0,
             forget_at: None,
             stats: NodeStats::default(),
+            frames: Vec::new(),
         }
     }
 
@@ -260,6 +306,7 @@ impl ExonNode {
         records: impl IntoIterator<Item = Record>,
         now: Instant,
     ) -> Result<ExonNode, RestoreError> {
+        cfg.max_datagram_size = cfg.max_datagram_size.min(MAX_DATAGRAM_SIZE);
         cfg.machine.max_fragment = cfg.fragment_size();
         let machine = Machine::restore(id, cfg.machine.clone(), persisted_clock, records, now)?;
         let mut node = ExonNode::new(cfg, id, persisted_clock);
@@ -298,14 +345,14 @@ impl ExonNode {
 
     fn path(&mut self, peer: NodeId) -> &mut Path {
         let cfg = &self.cfg;
-        if !self.paths.contains_key(&peer) {
-            self.order.push(peer);
-        }
+        let order = &mut self.order;
         self.paths.entry(peer).or_insert_with(|| {
+            order.push(peer);
             let mss = cfg.max_datagram_size as u64;
             Path {
                 addr: None,
-                rtt: RttEstimator::new(cfg.initial_rtt, cfg.min_rto, cfg.max_rto).with_srtt_floor(2),
+                rtt: RttEstimator::new(cfg.initial_rtt, cfg.min_rto, cfg.max_rto)
+                    .with_srtt_floor(2),
                 cc: cfg.cc.build(mss, cfg.initial_window_packets * mss),
                 guard: (cfg.queue_loss_guard && cfg.cc == ExonCc::Bbr)
                     .then(|| QueueLossGuard::new(mss)),
@@ -335,7 +382,10 @@ impl ExonNode {
 
     /// Smoothed RTT to `peer`, once measured.
     pub fn rtt(&self, peer: NodeId) -> Option<Duration> {
-        self.paths.get(&peer).filter(|p| p.rtt.has_sample()).map(|p| p.rtt.smoothed())
+        self.paths
+            .get(&peer)
+            .filter(|p| p.rtt.has_sample())
+            .map(|p| p.rtt.smoothed())
     }
 
     /// Sends `data` to `peer` exactly once. Fails with
@@ -347,14 +397,18 @@ impl ExonNode {
         peer: NodeId,
         data: Bytes,
     ) -> Result<MessageId, SendError> {
-        if self.peer_addr(peer).is_none() {
+        // One look-up per message: this is the hot path of small messages.
+        let Some(p) = self.paths.get_mut(&peer).filter(|p| p.addr.is_some()) else {
             return Err(SendError::UnknownPeer(peer));
-        }
+        };
         let len = data.len() as f64;
         let id = self.machine.send(now, peer, data)?;
-        let p = self.path(peer);
         p.avg_message = 0.9 * p.avg_message + 0.1 * len.max(64.0);
-        self.arm_request_timer(now, peer);
+        // A queued message makes the sender busy: its request timer runs
+        // (what `arm_request_timer` decides).
+        if p.request_at.is_none() {
+            p.request_at = Some(now + p.rtt.rto());
+        }
         Ok(id)
     }
 
@@ -401,31 +455,37 @@ impl ExonNode {
     /// A datagram arrived from `src`.
     pub fn handle_datagram(&mut self, now: Instant, src: SocketAddr, payload: Bytes) {
         self.stats.datagrams_received += 1;
-        let d = match Datagram::decode(payload) {
-            Ok(d) => d,
+        // The whole datagram decodes before any frame is acted on: a
+        // malformed batch is dropped whole. The frame list is reused.
+        let mut frames = std::mem::take(&mut self.frames);
+        let (src_id, dst_id) = match Datagram::decode_into(payload, &mut frames) {
+            Ok(ids) => ids,
             Err(_) => {
                 self.stats.malformed += 1;
+                self.frames = frames;
                 return;
             }
         };
-        if d.dst != self.id() || d.src == self.id() {
+        if dst_id != self.id() || src_id == self.id() {
             self.stats.misdirected += 1;
+            frames.clear();
+            self.frames = frames;
             return;
         }
-        let peer = d.src;
+        let peer = src_id;
         let p = self.path(peer);
         let moved = p.addr.is_some_and(|a| a != src);
         p.addr = Some(src);
+        p.keepalive_backoff = 0;
         if moved {
             self.stats.address_changes += 1;
         }
-        let p = self.path(peer);
-        p.keepalive_backoff = 0;
-        for f in d.frames {
+        for f in frames.drain(..) {
             self.machine.handle_frame(now, peer, f);
         }
+        self.frames = frames;
         // Activity postpones the receiver's keep-alive (l. 93).
-        let has_receiver = self.machine.receiver_peers().any(|r| r == peer);
+        let has_receiver = self.machine.has_receiver(peer);
         let keepalive = self.cfg.keepalive;
         if let Some(p) = self.paths.get_mut(&peer) {
             p.keepalive_at = has_receiver.then_some(now + keepalive);
@@ -444,26 +504,37 @@ impl ExonNode {
                     let Some(p) = self.paths.get_mut(&peer) else {
                         continue;
                     };
-                    let Some(t) = p.in_flight.remove(&tx) else {
+                    let Some(t) = p.in_flight.get_mut(&tx) else {
                         continue;
                     };
-                    p.bytes_in_flight -= t.bytes;
-                    if t.first {
+                    t.open = t.open.saturating_sub(1);
+                    let credit = !t.credited;
+                    t.credited = true;
+                    let (sent_at, bytes, first, app_limited) =
+                        (t.sent_at, t.bytes, t.first, t.app_limited);
+                    if t.open == 0 {
+                        p.in_flight.remove(&tx);
+                    }
+                    if !credit {
+                        continue; // the datagram was counted at its first fragment
+                    }
+                    p.bytes_in_flight -= bytes;
+                    if first {
                         // Karn: only first transmissions give samples.
-                        p.rtt.update(now - t.sent_at);
+                        p.rtt.update(now - sent_at);
                         if let Some(g) = p.guard.as_mut() {
-                            g.on_rtt(now, now - t.sent_at);
+                            g.on_rtt(now, now - sent_at);
                         }
                     }
                     if let Some(g) = p.guard.as_mut() {
-                        g.on_ack(now, t.sent_at, p.cc.window());
+                        g.on_ack(now, sent_at, p.cc.window());
                     }
                     p.rtt.reset_backoff();
-                    p.rack_sent = Some(p.rack_sent.map_or(t.sent_at, |r| r.max(t.sent_at)));
+                    p.rack_sent = Some(p.rack_sent.map_or(sent_at, |r| r.max(sent_at)));
                     let acked = Acked {
-                        sent_time: t.sent_at,
-                        bytes: t.bytes,
-                        app_limited: t.app_limited,
+                        sent_time: sent_at,
+                        bytes,
+                        app_limited,
                         rtt: p.rtt.estimate(),
                         one_way_delay_us: None,
                     };
@@ -476,8 +547,17 @@ impl ExonNode {
                     let Some(p) = self.paths.get_mut(&peer) else {
                         continue;
                     };
-                    if let Some(t) = p.in_flight.remove(&tx) {
+                    let Some(t) = p.in_flight.get_mut(&tx) else {
+                        continue;
+                    };
+                    // NACKed or in doubt: it arrived, but gives no sample.
+                    t.open = t.open.saturating_sub(1);
+                    if !t.credited {
+                        t.credited = true;
                         p.bytes_in_flight -= t.bytes;
+                    }
+                    if t.open == 0 {
+                        p.in_flight.remove(&tx);
                     }
                 }
                 Feedback::SlotsAnswered { peer, sent_at } => {
@@ -494,7 +574,7 @@ impl ExonNode {
         }
     }
 
-    /// RACK (RFC 8985 §6.2): a fragment sent a reordering window before
+    /// RACK (RFC 8985 §6.2): a datagram sent a reordering window before
     /// one already acknowledged is lost.
     fn detect_losses(&mut self, now: Instant, peer: NodeId) {
         let Some(p) = self.paths.get_mut(&peer) else {
@@ -524,11 +604,18 @@ impl ExonNode {
         let mut newest = Instant::ZERO;
         for tx in txs {
             if let Some(t) = p.in_flight.remove(tx) {
-                p.bytes_in_flight -= t.bytes;
-                lost_bytes += t.bytes;
-                newest = newest.max(t.sent_at);
-                self.machine.fragment_lost(peer, t.s, t.offset, *tx);
-                self.stats.fragments_lost += 1;
+                // A credited datagram arrived: only its unacknowledged
+                // fragments go again, and congestion is not signalled.
+                if !t.credited {
+                    p.bytes_in_flight -= t.bytes;
+                    lost_bytes += t.bytes;
+                    newest = newest.max(t.sent_at);
+                }
+                for &(s, offset) in &t.frags {
+                    if self.machine.fragment_lost(peer, s, offset, *tx) {
+                        self.stats.fragments_lost += 1;
+                    }
+                }
             }
         }
         if lost_bytes > 0 {
@@ -566,41 +653,90 @@ impl ExonNode {
 
     /// The next datagram to send, written to `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.poll_transmit_batch(now, buf, 1)
+    }
+
+    /// Up to `max_datagrams` datagrams to one peer, written back to back
+    /// to `buf` for one segmented send (see [`Transmit`]); peers take
+    /// turns from one call to the next.
+    ///
+    /// Every datagram but the last is exactly as long as the first: a
+    /// segmented send cuts the buffer at fixed offsets. So the first one is
+    /// filled up to `max_datagram_size`, the following ones up to the
+    /// first one's length, and the batch ends with the first that comes
+    /// out shorter. A stream of equal messages gives equal datagrams, so
+    /// a batch of them is as long as the window and the pacer allow.
+    pub fn poll_transmit_batch(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        max_datagrams: usize,
+    ) -> Option<Transmit> {
+        buf.clear();
         let n = self.order.len();
         for k in 0..n {
             let i = (self.next_peer + k) % n;
             let peer = self.order[i];
-            if let Some(t) = self.build(now, peer, buf) {
-                self.next_peer = (i + 1) % n;
-                self.stats.datagrams_sent += 1;
-                self.stats.bytes_sent += t.size as u64;
-                return Some(t);
+            let Some(dst) = self.paths.get(&peer).and_then(|p| p.addr) else {
+                continue;
+            };
+            let Some(first) = self.build(now, peer, buf, self.cfg.max_datagram_size) else {
+                continue;
+            };
+            let mut datagrams = 1;
+            while datagrams < max_datagrams {
+                match self.build(now, peer, buf, first) {
+                    Some(len) => {
+                        datagrams += 1;
+                        if len < first {
+                            break;
+                        }
+                    }
+                    None => break,
+                }
             }
+            self.next_peer = (i + 1) % n;
+            self.stats.datagrams_sent += datagrams as u64;
+            self.stats.bytes_sent += buf.len() as u64;
+            return Some(Transmit {
+                dst,
+                size: buf.len(),
+                segment_size: first,
+                datagrams,
+            });
         }
         None
     }
 
-    fn may_send_fragment(&mut self, now: Instant, peer: NodeId, bytes: u64) -> bool {
-        let Some(p) = self.paths.get_mut(&peer) else {
-            return false;
-        };
-        let window = match &p.guard {
-            Some(g) => g.limit(p.cc.window()),
-            None => p.cc.window(),
-        };
-        if p.bytes_in_flight + bytes > window {
-            p.pace_at = None; // an acknowledgement, not a timer, opens the window
-            return false;
+    /// Moves the events ready for the application to `out` (see
+    /// [`poll_event`](Self::poll_event)), returning how many: the messages
+    /// of a whole batch of datagrams at once.
+    pub fn poll_events(&mut self, out: &mut Vec<Event>) -> usize {
+        let before = out.len();
+        while let Some(ev) = self.machine.poll_event() {
+            out.push(ev);
         }
-        let rate = p.cc.pacing_rate(p.rtt.smoothed());
-        p.pace_at = p.pacer.delay(now, rate, bytes);
-        p.pace_at.is_none()
+        out.len() - before
     }
 
-    fn build(&mut self, now: Instant, peer: NodeId, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let dst = self.paths.get(&peer)?.addr?;
-        let max = self.cfg.max_datagram_size;
-        buf.clear();
+    /// Would [`send`](Self::send) find room for a `len`-byte message to
+    /// `peer` now (see [`Machine::has_room`])?
+    pub fn has_room(&self, peer: NodeId, len: usize) -> bool {
+        self.machine.has_room(peer, len)
+    }
+
+    /// Appends one datagram of at most `limit` bytes for `peer` to `buf`
+    /// and returns its length; `None` (and `buf` as it was) when there is
+    /// nothing to send.
+    fn build(
+        &mut self,
+        now: Instant,
+        peer: NodeId,
+        buf: &mut Vec<u8>,
+        limit: usize,
+    ) -> Option<usize> {
+        let start = buf.len();
+        let max = start + limit;
         wire::encode_header(buf, self.id(), peer);
         // Control frames first: they are small and unblock the peer.
         while let Some(f) = self.machine.poll_control(peer) {
@@ -611,29 +747,50 @@ impl ExonNode {
             f.encode(buf);
         }
         // Then token fragments while the window, the pacer and the datagram
-        // allow.
-        while let Some(len) = self.machine.peek_fragment_len(peer) {
-            if buf.len() + len > max {
-                break;
-            }
-            let bytes = (len + HEADER_LEN) as u64;
-            if !self.may_send_fragment(now, peer, bytes) {
-                break;
-            }
-            let tx = self.next_tx;
-            self.next_tx += 1;
-            let Some(f) = self.machine.next_fragment(peer, now, tx) else {
+        // allow; the datagram is one transmission `tx`. The path is looked
+        // up once, and its window and pacing rate read once: nothing in
+        // the loop changes them.
+        let Some(p) = self.paths.get_mut(&peer) else {
+            return Self::finish_build(buf, start);
+        };
+        let window = match &p.guard {
+            Some(g) => g.limit(p.cc.window()),
+            None => p.cc.window(),
+        };
+        let rate = p.cc.pacing_rate(p.rtt.smoothed());
+        let tx = self.next_tx;
+        let mut frags: Vec<(u64, u64)> = Vec::new();
+        let mut first = true;
+        loop {
+            let used = buf.len() - start;
+            let admit = |len: usize| {
+                if used + len > limit {
+                    return false;
+                }
+                // What the datagram weighs with this fragment in it.
+                let bytes = (used + len) as u64;
+                if p.bytes_in_flight + bytes > window {
+                    p.pace_at = None; // an acknowledgement, not a timer, opens the window
+                    return false;
+                }
+                p.pace_at = p.pacer.delay(now, rate, bytes);
+                p.pace_at.is_none()
+            };
+            let Some((f, first_tx)) = self.machine.take_fragment(peer, now, tx, admit) else {
                 break;
             };
             let Frame::Token { s, offset, .. } = &f else {
                 break;
             };
-            let (s, offset) = (*s, *offset);
-            let first = self.machine.first_transmission(peer, s, offset, tx);
+            frags.push((*s, *offset));
+            first &= first_tx;
             f.encode(buf);
             self.stats.fragments_sent += 1;
+        }
+        if !frags.is_empty() {
+            self.next_tx += 1;
+            let bytes = (buf.len() - start) as u64;
             let app_limited = !self.machine.has_fragment(peer);
-            let p = self.paths.get_mut(&peer)?;
             p.pacer.on_sent(bytes);
             p.bytes_in_flight += bytes;
             p.in_flight.insert(
@@ -641,8 +798,9 @@ impl ExonNode {
                 Tx {
                     sent_at: now,
                     bytes,
-                    s,
-                    offset,
+                    open: frags.len(),
+                    frags,
+                    credited: false,
                     first,
                     app_limited,
                 },
@@ -652,13 +810,17 @@ impl ExonNode {
                 g.on_sent(p.bytes_in_flight);
             }
         }
-        if buf.len() == HEADER_LEN {
+        Self::finish_build(buf, start)
+    }
+
+    /// The length of the datagram appended at `start`, or `None` (and the
+    /// header taken back) when it holds no frame.
+    fn finish_build(buf: &mut Vec<u8>, start: usize) -> Option<usize> {
+        if buf.len() == start + HEADER_LEN {
+            buf.truncate(start);
             return None;
         }
-        Some(Transmit {
-            dst,
-            size: buf.len(),
-        })
+        Some(buf.len() - start)
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called.
@@ -702,6 +864,20 @@ impl ExonNode {
             }
         }
         for peer in peers {
+            // Datagrams that arrived but still have fragments awaiting an
+            // acknowledgement a timeout later: those fragments go again.
+            // No congestion signal: the datagram was counted as arrived.
+            let Some(p) = self.paths.get(&peer) else {
+                continue;
+            };
+            let rto = p.rtt.rto();
+            let remnants: Vec<u64> = p
+                .in_flight
+                .iter()
+                .take_while(|(_, t)| t.credited && t.sent_at + rto <= now)
+                .map(|(&tx, _)| tx)
+                .collect();
+            self.declare_lost(now, peer, &remnants);
             // Retransmission timeout (RFC 6298 §5.4-5.6): everything in
             // flight to the peer is presumed lost.
             let expired: Vec<u64> = match self.paths.get(&peer) {
@@ -740,7 +916,7 @@ impl ExonNode {
                 self.machine.close_if_idle(peer);
             }
             // l. 93: receiver keep-alive, backed off while unanswered.
-            let has_receiver = self.machine.receiver_peers().any(|r| r == peer);
+            let has_receiver = self.machine.has_receiver(peer);
             let p = self.paths.get_mut(&peer).expect("peer listed");
             if !has_receiver {
                 p.keepalive_at = None;

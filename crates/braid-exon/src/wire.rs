@@ -248,7 +248,21 @@ impl Datagram {
     /// assert_eq!(d.frames, [Frame::ReqSlots { s: 7, n: 4, l: 7 }]);
     /// assert!(Datagram::decode(bytes::Bytes::from_static(b"\xE1short")).is_err());
     /// ```
-    pub fn decode(mut bytes: Bytes) -> Result<Datagram, DecodeError> {
+    pub fn decode(bytes: Bytes) -> Result<Datagram, DecodeError> {
+        let mut frames = Vec::new();
+        let (src, dst) = Datagram::decode_into(bytes, &mut frames)?;
+        Ok(Datagram { src, dst, frames })
+    }
+
+    /// Decodes a whole datagram into `frames` (cleared first, so that a
+    /// receiver reuses one list), returning its source and destination.
+    /// On an error `frames` is left empty: a batch is taken whole or not
+    /// at all.
+    pub fn decode_into(
+        mut bytes: Bytes,
+        frames: &mut Vec<Frame>,
+    ) -> Result<(NodeId, NodeId), DecodeError> {
+        frames.clear();
         if bytes.len() < HEADER_LEN {
             return Err(DecodeError::Short);
         }
@@ -258,11 +272,16 @@ impl Datagram {
         }
         let src = NodeId(bytes.get_u64());
         let dst = NodeId(bytes.get_u64());
-        let mut frames = Vec::new();
         while bytes.has_remaining() {
-            frames.push(decode_frame(&mut bytes)?);
+            match decode_frame(&mut bytes) {
+                Ok(f) => frames.push(f),
+                Err(e) => {
+                    frames.clear();
+                    return Err(e);
+                }
+            }
         }
-        Ok(Datagram { src, dst, frames })
+        Ok((src, dst))
     }
 }
 

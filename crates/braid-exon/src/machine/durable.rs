@@ -17,7 +17,7 @@ use std::ops::Range;
 use braid_core::Instant;
 use bytes::Bytes;
 
-use super::{Event, Frag, Machine, MachineConfig, Partial, Queued, RecvRec, SendRec, Token};
+use super::{Event, Frags, Machine, MachineConfig, Partial, Queued, RecvRec, SendRec, Token};
 use crate::journal::Record;
 use crate::{MessageId, NodeId};
 
@@ -545,7 +545,7 @@ fn restored_token(rck: u64, id: MessageId, data: Bytes, frag: usize) -> Token {
         rck,
         id,
         data,
-        frags: vec![Frag::Pending; n],
+        frags: Frags::pending(n),
         sent_any: true,
         seq: 0,
     }

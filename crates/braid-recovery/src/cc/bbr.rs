@@ -708,9 +708,12 @@ impl Bbr {
     }
 
     /// A send quantum (v3 §4.6.3 BBRSetSendQuantum): 1 ms at the
-    /// bandwidth estimate, 2 packets to 64 KB.
+    /// bandwidth estimate, 2 packets to 64 KB (2 packets when they alone
+    /// exceed 64 KB: datagrams above 32 KB would otherwise make the bounds
+    /// cross).
     fn send_quantum(&self) -> u64 {
-        ((self.btl_bw * 0.001) as u64).clamp(2 * self.mss, 64 * 1024)
+        let floor = 2 * self.mss;
+        ((self.btl_bw * 0.001) as u64).clamp(floor, (64 * 1024).max(floor))
     }
 
     /// The most in flight outside ProbeRTT (v3 §4.6.4.2
@@ -974,6 +977,16 @@ impl CongestionController for Bbr {
 mod tests {
     use super::*;
     use crate::cc::RttEstimate;
+
+    #[test]
+    fn datagrams_above_32_kib_have_a_send_quantum() {
+        // 2 × 64 KiB exceeds the 64 KiB cap: the quantum is two packets.
+        for mss in [1200, 32 * 1024, 33 * 1024, 65_527] {
+            let cc = Bbr::new(mss, 10 * mss);
+            assert!(cc.send_quantum() >= 2 * mss);
+            assert!(cc.window() >= 2 * mss);
+        }
+    }
 
     /// A fluid bottleneck: packets leave the sender paced by the
     /// controller, queue at `rate` bytes/s, and are acknowledged one RTT

@@ -64,24 +64,31 @@ fn serve(
         let _ = addr_tx.send(sock.local_addr());
         let mut tally = Tally::default();
         let replies = Arc::new(AtomicU64::new(0));
+        // Messages arrive in batches, as many as the driver's latest
+        // wake-up delivered.
+        let mut batch = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            let (from, m) = match tokio::time::timeout(TICK, sock.recv()).await {
-                Ok(Some(x)) => x,
-                Ok(None) => fail!("the Exon driver at b stopped"),
+            batch.clear();
+            match tokio::time::timeout(TICK, sock.recv_many(&mut batch)).await {
+                Ok(0) => fail!("the Exon driver at b stopped"),
+                Ok(_) => {}
                 Err(_) => continue,
-            };
-            let Some(id) = decode(&m, size) else {
-                tally.corrupt += 1;
-                continue;
-            };
-            let first = tally.record(id, epoch.elapsed());
-            if reply && first {
-                let (s, replies) = (sock.clone(), replies.clone());
-                tokio::spawn(async move {
-                    if s.send(from, Bytes::from(encode(id, size))).await.is_ok() {
-                        replies.fetch_add(1, Ordering::Relaxed);
-                    }
-                });
+            }
+            let now = epoch.elapsed();
+            for (from, m) in batch.drain(..) {
+                let Some(id) = decode(&m, size) else {
+                    tally.corrupt += 1;
+                    continue;
+                };
+                let first = tally.record(id, now);
+                if reply && first {
+                    let (s, replies) = (sock.clone(), replies.clone());
+                    tokio::spawn(async move {
+                        if s.send(from, Bytes::from(encode(id, size))).await.is_ok() {
+                            replies.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                }
             }
         }
         sock.close().await;
@@ -98,11 +105,14 @@ fn count_outcomes(sock: Arc<ExonSocket>) -> (Arc<AtomicU64>, Arc<AtomicU64>) {
     let (done, doubt) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let (d, x) = (done.clone(), doubt.clone());
     tokio::spawn(async move {
-        while let Some((_, o)) = sock.next_outcome().await {
-            match o {
-                Outcome::Delivered => d.fetch_add(1, Ordering::Relaxed),
-                Outcome::InDoubt => x.fetch_add(1, Ordering::Relaxed),
-            };
+        let mut batch = Vec::new();
+        while sock.outcomes_many(&mut batch).await > 0 {
+            for (_, o) in batch.drain(..) {
+                match o {
+                    Outcome::Delivered => d.fetch_add(1, Ordering::Relaxed),
+                    Outcome::InDoubt => x.fetch_add(1, Ordering::Relaxed),
+                };
+            }
         }
     });
     (done, doubt)
@@ -191,38 +201,44 @@ pub fn oneway_start(ends: &Ends, cfg: &RunCfg) -> Result<OnewayRun, TemplateErro
         let a = SenderEnd::open(bind, acfg, b_addr).await?;
         let start = epoch.elapsed();
         let deadline = start + c.limit;
-        // Sends in flight at once: one (each waits for window) without a
-        // journal; with one, a send also waits for its group commit, so an
-        // application keeps many going and the commits carry them together.
-        let inflight = if c.journal_dir.is_some() { 4_096 } else { 1 };
+        // The application hands Exon what it has in batches of 64 KiB
+        // (as the TCP peer's buffered writer does). Batches in flight at
+        // once: two (each waits for window) without a journal, so one is
+        // being built while the other is sent; with one, a send also
+        // waits for its group commit, so an application keeps some 4,096
+        // messages going and the commits carry them together.
+        let per_batch = ((64 << 10) / c.size.max(1)).max(1) as u64;
+        let inflight = if c.journal_dir.is_some() { (4_096 / per_batch).max(2) as usize } else { 2 };
         let permits = Arc::new(tokio::sync::Semaphore::new(inflight));
         let mut sends = tokio::task::JoinSet::new();
         let mut accepted = 0;
-        let settle = |r: Result<Result<Result<_, _>, _>, tokio::task::JoinError>| -> Result<(), TemplateError> {
+        let settle = |r: Result<Result<Result<Vec<_>, _>, _>, tokio::task::JoinError>| -> Result<u64, TemplateError> {
             match r.context("Exon send task")? {
-                Ok(r) => r.map(|_| ()).context("Exon send"),
+                Ok(r) => r.map(|ids| ids.len() as u64).context("Exon send"),
                 Err(_) => fail!("an Exon send waited more than {:?} for window", c.drain),
             }
         };
-        for k in 0..c.messages {
+        let mut k = 0;
+        while k < c.messages {
             if epoch.elapsed() >= deadline {
                 break;
             }
             let permit = permits.clone().acquire_owned().await.context("send permits")?;
-            let (s, drain, m) = (a.sock.clone(), c.drain, Bytes::from(encode(k, c.size)));
+            let end = (k + per_batch).min(c.messages);
+            let msgs: Vec<Bytes> = (k..end).map(|i| Bytes::from(encode(i, c.size))).collect();
+            k = end;
+            let (s, drain) = (a.sock.clone(), c.drain);
             sends.spawn(async move {
-                let r = tokio::time::timeout(drain, s.send(B, m)).await;
+                let r = tokio::time::timeout(drain, s.send_many(B, msgs)).await;
                 drop(permit);
                 r
             });
             while let Some(r) = sends.try_join_next() {
-                settle(r)?;
-                accepted += 1;
+                accepted += settle(r)?;
             }
         }
         while let Some(r) = sends.join_next().await {
-            settle(r)?;
-            accepted += 1;
+            accepted += settle(r)?;
         }
         Ok(a.close(start, accepted, c.drain).await)
     })?;
