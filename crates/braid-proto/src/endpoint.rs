@@ -281,7 +281,8 @@ impl Endpoint {
         let cid = self.new_cid();
         let credentials = self.config.security.credentials().cloned();
         let seed = self.new_seed();
-        let conn = Connection::new_client(handle, now, local, remote, cid, transport, credentials, seed);
+        let mut conn = Connection::new_client(handle, now, local, remote, cid, transport, credentials, seed);
+        conn.set_path_secret(self.new_seed());
         self.insert(handle, cid, conn);
         self.stats.connections_initiated += 1;
         Ok(handle)
@@ -432,7 +433,7 @@ impl Endpoint {
         };
         let handle = self.new_handle();
         let cid = self.new_cid();
-        let conn =
+        let mut conn =
             Connection::new_server(
                 handle,
                 now,
@@ -443,6 +444,7 @@ impl Endpoint {
                 self.config.transport.clone(),
                 keys,
             );
+        conn.set_path_secret(self.new_seed());
         self.by_initial.insert((remote, header.src_cid), handle);
         self.insert(handle, cid, conn);
         self.stats.connections_accepted += 1;
@@ -637,6 +639,7 @@ impl Endpoint {
             let mut count = 0;
             let mut segment = 0;
             let mut path = None;
+            let mut redirect = None;
             while count < max_datagrams {
                 let before = buf.len();
                 let max_size = if count == 0 { usize::MAX } else { segment };
@@ -644,6 +647,11 @@ impl Endpoint {
                 let Some(out) = conn.poll_transmit(now, buf, max_size, path) else { break };
                 path = Some(out.path);
                 count += 1;
+                if out.redirect.is_some() {
+                    // To another address than the path's: alone in its batch.
+                    redirect = out.redirect;
+                    break;
+                }
                 if count == 1 {
                     segment = out.size;
                 } else if out.size < segment {
@@ -651,7 +659,7 @@ impl Endpoint {
                 }
                 debug_assert_eq!(buf.len() - before, out.size);
             }
-            let addresses = path.map(|p| conn.path_addresses(p));
+            let addresses = path.map(|p| conn.path_addresses(p)).map(|(to, from)| (redirect.unwrap_or(to), from));
             conn.drain_events(&mut self.events);
             // Nothing to send. A closed connection is forgotten once the
             // application has read `RecvError::Closed` (its counters stay

@@ -136,6 +136,21 @@ pub(crate) struct PathCounters {
     pub stream_bytes_sent: u64,
 }
 
+/// Path validation in progress (RFC 9000 §8.2): 8 unpredictable bytes sent
+/// to `remote`, which the peer must echo from there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Challenge {
+    /// The bytes to echo.
+    pub token: [u8; 8],
+    /// Where the challenge goes (the path's address for a new path; the
+    /// peer's new address when it moved).
+    pub remote: SocketAddr,
+    /// When it was last sent.
+    pub sent_at: Option<Instant>,
+    /// How many times it was sent.
+    pub tries: u8,
+}
+
 #[derive(Debug)]
 pub(crate) struct Path {
     /// Identifier on the wire, chosen by the client, never reused.
@@ -171,6 +186,11 @@ pub(crate) struct Path {
     pub pacer: Pacer,
     pub pacing_until: Option<Instant>,
     pub ping_pending: bool,
+    /// A challenge sent (or to send) to `remote` or to a new address of the
+    /// peer, awaiting its echo.
+    pub challenge: Option<Challenge>,
+    /// A challenge the peer sent on this path, to echo.
+    pub response_due: Option<[u8; 8]>,
 
     // Receiving.
     pub received: RangeSet,
@@ -219,6 +239,8 @@ impl Path {
             pacer: Pacer::new(16 * mtu),
             pacing_until: None,
             ping_pending: false,
+            challenge: None,
+            response_due: None,
             received: RangeSet::new(),
             received_floor: 0,
             largest_received: None,

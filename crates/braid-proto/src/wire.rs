@@ -50,7 +50,10 @@
 //! `CLOSE` (0x04: code, reason), `PATH_ABANDON` (0x05: path id; the sender
 //! stops using the path, as RFC 8684 §3.4.2's REMOVE_ADDR), `PATH_STATUS`
 //! (0x06: path id, sequence number, status 0 = active or 1 = backup, as
-//! RFC 8684 §3.3.8's MP_PRIO; a higher sequence number wins) and `DATA`
+//! RFC 8684 §3.3.8's MP_PRIO; a higher sequence number wins),
+//! `PATH_CHALLENGE` (0x0a) and `PATH_RESPONSE` (0x0b) (8 bytes each, RFC
+//! 9000 §19.17-18: a new path or a peer's new address carries data only
+//! once it echoed a challenge sent there) and `DATA`
 //! (0x08, +1 when a message ends with this frame: stream offset, length,
 //! bytes).
 //!
@@ -156,6 +159,11 @@ pub enum Frame {
     /// The sender asks its peer to treat a path as a backup (or not). The
     /// highest `seq` per path wins.
     PathStatus { path_id: u32, seq: u64, backup: bool },
+    /// Asks the peer to echo 8 unpredictable bytes: proof that it receives
+    /// at the address the packet went to (RFC 9000 §8.2).
+    PathChallenge([u8; 8]),
+    /// Echoes a [`Frame::PathChallenge`].
+    PathResponse([u8; 8]),
     /// Stream bytes `[offset, offset + data.len())`; `message_end` says a
     /// message ends with the last byte.
     Data { offset: u64, data: Bytes, message_end: bool },
@@ -323,6 +331,8 @@ const FRAME_CLOSE: u8 = 0x04;
 const FRAME_PATH_ABANDON: u8 = 0x05;
 const FRAME_PATH_STATUS: u8 = 0x06;
 const FRAME_DATA: u8 = 0x08;
+const FRAME_PATH_CHALLENGE: u8 = 0x0a;
+const FRAME_PATH_RESPONSE: u8 = 0x0b;
 const FRAME_DATA_END: u8 = 0x09;
 
 impl Packet {
@@ -379,6 +389,8 @@ impl Iterator for Frames<'_> {
             RawFrame::Close { code, reason } => Frame::Close { code, reason: self.buf.slice(reason) },
             RawFrame::PathAbandon { path_id } => Frame::PathAbandon { path_id },
             RawFrame::PathStatus { path_id, seq, backup } => Frame::PathStatus { path_id, seq, backup },
+            RawFrame::PathChallenge(token) => Frame::PathChallenge(token),
+            RawFrame::PathResponse(token) => Frame::PathResponse(token),
             RawFrame::Data { offset, data, message_end } => {
                 Frame::Data { offset, data: self.buf.slice(data), message_end }
             }
@@ -393,6 +405,8 @@ enum RawFrame {
     Close { code: u64, reason: std::ops::Range<usize> },
     PathAbandon { path_id: u32 },
     PathStatus { path_id: u32, seq: u64, backup: bool },
+    PathChallenge([u8; 8]),
+    PathResponse([u8; 8]),
     Data { offset: u64, data: std::ops::Range<usize>, message_end: bool },
 }
 
@@ -457,6 +471,16 @@ fn decode_raw_frame(buf: &[u8], pos: &mut usize) -> Result<Option<RawFrame>, Dec
                     _ => return Err(DecodeError::Invalid("PATH_STATUS status")),
                 };
                 Ok(Some(RawFrame::PathStatus { path_id, seq, backup }))
+            }
+            FRAME_PATH_CHALLENGE | FRAME_PATH_RESPONSE => {
+                let range = take(buf, pos, 8, "path challenge data")?;
+                let mut token = [0u8; 8];
+                token.copy_from_slice(&buf[range]);
+                Ok(Some(if ty == FRAME_PATH_CHALLENGE {
+                    RawFrame::PathChallenge(token)
+                } else {
+                    RawFrame::PathResponse(token)
+                }))
             }
             FRAME_DATA | FRAME_DATA_END => {
                 let offset = varint_at(buf, pos, "data offset")?;
@@ -674,6 +698,14 @@ pub fn encode_frame(out: &mut Vec<u8>, frame: &Frame) {
             out.push(FRAME_PATH_ABANDON);
             write_varint(out, u64::from(*path_id));
         }
+        Frame::PathChallenge(token) => {
+            out.push(FRAME_PATH_CHALLENGE);
+            out.extend_from_slice(token);
+        }
+        Frame::PathResponse(token) => {
+            out.push(FRAME_PATH_RESPONSE);
+            out.extend_from_slice(token);
+        }
         Frame::PathStatus { path_id, seq, backup } => {
             out.push(FRAME_PATH_STATUS);
             write_varint(out, u64::from(*path_id));
@@ -864,11 +896,15 @@ mod tests {
         encode_frame(&mut out, &Frame::Close { code: 7, reason: Bytes::from_static(b"bye") });
         encode_frame(&mut out, &Frame::PathAbandon { path_id: 9 });
         encode_frame(&mut out, &Frame::PathStatus { path_id: 2, seq: 5, backup: true });
+        encode_frame(&mut out, &Frame::PathChallenge(*b"12345678"));
+        encode_frame(&mut out, &Frame::PathResponse(*b"abcdefgh"));
         encode_padding(&mut out, 10);
         let packet = Packet::decode(Bytes::from(out)).unwrap();
         assert_eq!(packet.header, header(PacketType::Data));
         let frames: Vec<_> = packet.frames().collect();
-        assert_eq!(frames.len(), 7);
+        assert_eq!(frames.len(), 9);
+        assert_eq!(frames[7], Frame::PathChallenge(*b"12345678"));
+        assert_eq!(frames[8], Frame::PathResponse(*b"abcdefgh"));
         assert_eq!(frames[5], Frame::PathAbandon { path_id: 9 });
         assert_eq!(frames[6], Frame::PathStatus { path_id: 2, seq: 5, backup: true });
         assert_eq!(frames[0], Frame::Ack(ack.clone()));

@@ -769,6 +769,8 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
     let path = prop_oneof![0u32..4, Just(u32::MAX)];
     prop_oneof![
         Just(Frame::Ping),
+        any::<[u8; 8]>().prop_map(Frame::PathChallenge),
+        any::<[u8; 8]>().prop_map(Frame::PathResponse),
         path.clone().prop_map(|path_id| Frame::PathAbandon { path_id }),
         (path.clone(), any::<u64>(), any::<bool>()).prop_map(|(path_id, seq, backup)| Frame::PathStatus { path_id, seq, backup }),
         (path, 0u64..50, 0u64..50, 0u64..1 << 20).prop_map(|(path_id, largest, len, max_data)| {

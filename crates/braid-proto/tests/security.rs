@@ -309,3 +309,68 @@ fn a_flood_of_spoofed_handshakes_and_packets_keeps_no_state() {
     let msgs: Vec<Bytes> = (0..50).map(|i| message(i, 4000)).collect();
     same(&deliver(&mut net, conn, server, &msgs), &msgs);
 }
+
+#[test]
+fn a_client_that_moves_is_followed_once_its_new_address_answers() {
+    let mut net = Net::new(11, TransportConfig::default());
+    let (conn, server) = connected(&mut net);
+    let msgs: Vec<Bytes> = (0..60).map(|i| message(i, 20_000)).collect();
+    let moved = addr("10.0.0.9:4444");
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let done = net.run_until(Duration::from_secs(60), |net| {
+        while sent < msgs.len() && net.a.send_message(conn, msgs[sent].clone()).is_ok() {
+            sent += 1;
+        }
+        while let Ok(Some(m)) = net.b.recv_message(server) {
+            got.push(m);
+        }
+        if got.len() == 20 && net.a_addr != moved {
+            net.a_addr = moved; // a NAT rebinding: the client's packets now come from here
+        }
+        got.len() == msgs.len()
+    });
+    assert!(done, "{} of {} messages", got.len(), msgs.len());
+    same(&got, &msgs);
+    assert_eq!(net.b.remote_address(server), Some(moved));
+}
+
+#[test]
+fn a_raced_copy_from_elsewhere_gets_only_a_small_challenge_and_moves_nothing() {
+    let mut net = Net::new(12, TransportConfig::default());
+    let (conn, server) = connected(&mut net);
+    let msgs: Vec<Bytes> = (0..40).map(|i| message(i, 10_000)).collect();
+    let attacker = addr("203.0.113.7:7777");
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut raced = 0;
+    let mut raced_bytes = 0;
+    let done = net.run_until(Duration::from_secs(60), |net| {
+        while sent < msgs.len() && net.a.send_message(conn, msgs[sent].clone()).is_ok() {
+            sent += 1;
+        }
+        while let Ok(Some(m)) = net.b.recv_message(server) {
+            got.push(m);
+        }
+        // An on-path attacker copies the newest packet still in flight to
+        // the server and delivers the copy first, from its own address.
+        if raced < 5 && got.len() > 5 * raced {
+            let newest = net.in_flight.values().filter(|(to_b, _, _)| *to_b).last().map(|(_, _, d)| d.clone());
+            if let Some(copy) = newest {
+                raced_bytes = raced_bytes.max(copy.len());
+                net.b.handle_datagram(net.now, attacker, copy);
+                raced += 1;
+            }
+        }
+        got.len() == msgs.len()
+    });
+    assert!(done, "{} of {} messages", got.len(), msgs.len());
+    same(&got, &msgs);
+    assert!(raced > 0);
+    assert_eq!(net.b.remote_address(server), Some(addr(A)), "the path stayed");
+    let to_attacker: Vec<&Bytes> = net.misdirected.iter().filter(|(to, _)| *to == attacker).map(|(_, d)| d).collect();
+    assert!(!to_attacker.is_empty(), "the new address was challenged");
+    // Anti-amplification: each challenge is smaller than what came from there.
+    assert!(to_attacker.iter().all(|d| d.len() <= raced_bytes), "{:?} vs {raced_bytes}", to_attacker.iter().map(|d| d.len()).collect::<Vec<_>>());
+    assert!(to_attacker.len() <= 4 * raced, "challenges are bounded");
+}

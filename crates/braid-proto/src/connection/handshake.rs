@@ -185,6 +185,6 @@ impl Connection {
         }
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += (buf.len() - start) as u64;
-        Some(Outgoing { size: buf.len() - start, path: 0 })
+        Some(Outgoing { size: buf.len() - start, path: 0, redirect: None })
     }
 }

@@ -39,6 +39,7 @@ mod recovery;
 mod scheduling;
 mod streams;
 mod transmit;
+mod validation;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -97,6 +98,9 @@ pub(crate) struct ServerKeys {
 pub(crate) struct Outgoing {
     pub size: usize,
     pub path: usize,
+    /// Sent to this address instead of the path's (a challenge to a peer's
+    /// new address); such a datagram is alone in its batch.
+    pub redirect: Option<SocketAddr>,
 }
 
 pub(crate) struct Connection {
@@ -134,6 +138,9 @@ pub(crate) struct Connection {
     protection: Option<Protection>,
     /// The peer's key, proved by the handshake.
     peer_key: Option<PublicKey>,
+    /// Secret behind path-validation tokens (see [`validation`]).
+    path_secret: [u8; 32],
+    challenges_issued: u64,
 
     // Paths. `paths[0]` is the primary path: the handshake's, until it is
     // removed. Never empty.
@@ -263,6 +270,8 @@ impl Connection {
             accept_noise: Bytes::new(),
             protection: None,
             peer_key: None,
+            path_secret: [0; 32],
+            challenges_issued: 0,
             paths: vec![path],
             next_path_id: 1,
             free_slots: ((1u64 << MAX_PATHS) - 1) & !1,
@@ -325,6 +334,12 @@ impl Connection {
     /// The primary path's congestion controller.
     pub(crate) fn congestion_controller(&mut self) -> &mut dyn crate::cc::CongestionController {
         self.paths[0].cc.as_mut()
+    }
+
+    /// The secret path-validation tokens are drawn from (the endpoint's
+    /// CSPRNG provides it).
+    pub(crate) fn set_path_secret(&mut self, secret: [u8; 32]) {
+        self.path_secret = secret;
     }
 
     pub(crate) fn peer_key(&self) -> Option<PublicKey> {
@@ -486,12 +501,14 @@ impl Connection {
             self.stats.duplicate_packets += 1;
             return;
         }
-        if is_largest {
-            // Follow a peer whose address changed (NAT rebinding).
-            path.remote = remote;
-            if multipath {
-                path.on_timestamp(now_us, timestamp_us);
-            }
+        let moved = is_largest && remote != path.remote;
+        if is_largest && multipath {
+            path.on_timestamp(now_us, timestamp_us);
+        }
+        if moved {
+            // A peer whose address changed (NAT rebinding) is followed once
+            // the new address answers a challenge (see `validation`).
+            self.on_peer_address(pi, remote);
         }
 
         let mut ack_eliciting = false;
@@ -521,6 +538,16 @@ impl Connection {
                 Frame::PathStatus { path_id: target, seq, backup } => {
                     ack_eliciting = true;
                     self.on_path_status_frame(target, seq, backup);
+                }
+                Frame::PathChallenge(token) => {
+                    if let Some(i) = self.path_index(path_id) {
+                        self.paths[i].response_due = Some(token);
+                    }
+                }
+                Frame::PathResponse(token) => {
+                    if let Some(i) = self.path_index(path_id) {
+                        self.on_path_response(i, remote, token);
+                    }
                 }
             }
         }
@@ -562,6 +589,7 @@ impl Connection {
             consider(self.paths[0].tail_probe_at());
         }
         consider(self.flow_probe_at);
+        consider(self.validation_deadline());
         if let Some(k) = self.config.keep_alive_interval {
             consider(Some(self.last_ack_eliciting_sent + k));
         }

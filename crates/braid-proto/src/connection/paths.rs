@@ -101,9 +101,11 @@ impl Connection {
         let slot = self.alloc_slot()?;
         self.next_path_id = id.saturating_add(1);
         let mut path = Path::new(id, slot, local, remote, &self.config);
-        // Validate the path (and take an RTT sample) before sending data.
+        // An RTT sample before sending data; the path carries data once
+        // the client echoes a challenge sent on it (see `validation`).
         path.ping_pending = true;
         self.paths.push(path);
+        self.start_challenge(self.paths.len() - 1, remote);
         self.enter_multipath();
         if let Some(mp) = &mut self.mp {
             mp.due = true;

@@ -44,7 +44,11 @@ impl Connection {
         }
         path.report_acked(now, &acked, one_way_delay_us);
         path.sched.lossy = false;
-        path.validated = true;
+        // An acknowledgement validates a path we opened to the peer's known
+        // address; one the peer opened waits for its challenge's echo.
+        if path.challenge.is_none() {
+            path.validated = true;
+        }
         let path_id = path.id;
 
         let mut freed = 0;

@@ -54,6 +54,11 @@ impl Connection {
             State::Closing { .. } => return self.poll_close(now, buf, only_path),
             State::Established => {}
         }
+        if only_path.is_none() {
+            if let Some(out) = self.poll_validation(now, buf) {
+                return Some(out);
+            }
+        }
         if self.mp.is_some() {
             return self.poll_scheduled(now, buf, max_size, only_path);
         }
@@ -386,6 +391,6 @@ impl Connection {
         } else {
             path.sent.push_back(None);
         }
-        Some(Outgoing { size: size as usize, path: pi })
+        Some(Outgoing { size: size as usize, path: pi, redirect: None })
     }
 }

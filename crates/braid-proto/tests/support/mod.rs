@@ -66,6 +66,11 @@ pub struct Net {
     pub captured: Vec<(bool, Bytes)>,
     pub capture: bool,
     sealed: bool,
+    /// A's address (what B sees as the source; B's datagrams reach A only
+    /// when sent there).
+    pub a_addr: SocketAddr,
+    /// Datagrams B sent elsewhere than `a_addr`: (destination, datagram).
+    pub misdirected: Vec<(SocketAddr, Bytes)>,
 }
 
 impl Net {
@@ -85,6 +90,8 @@ impl Net {
         let cfg = EndpointConfig { transport, ..Default::default() };
         Net {
             sealed,
+            a_addr: A.parse().unwrap(),
+            misdirected: Vec::new(),
             captured: Vec::new(),
             capture: false,
             now: Instant::from_nanos(1_000_000_000),
@@ -108,9 +115,16 @@ impl Net {
     pub fn flush(&mut self) {
         for to_b in [true, false] {
             loop {
-                let (ep, from) = if to_b { (&mut self.a, A) } else { (&mut self.b, B) };
+                let a_addr = self.a_addr;
+                let (ep, from) = if to_b { (&mut self.a, a_addr) } else { (&mut self.b, B.parse().unwrap()) };
                 let Some(t) = ep.poll_transmit(self.now, 10, &mut self.buf) else { break };
                 let seg = t.segment_size.unwrap_or(t.size);
+                if !to_b && t.destination != a_addr {
+                    for chunk in self.buf[..t.size].chunks(seg) {
+                        self.misdirected.push((t.destination, Bytes::copy_from_slice(chunk)));
+                    }
+                    continue;
+                }
                 for chunk in self.buf[..t.size].chunks(seg) {
                     // What the receiver's GRO split will see: a batch must
                     // hold equal datagrams, only the last shorter; and a
@@ -135,7 +149,7 @@ impl Net {
                         self.seq += 1;
                         self.in_flight.insert(
                             (self.now + self.delay + extra, self.seq),
-                            (to_b, from.parse().unwrap(), Bytes::copy_from_slice(chunk)),
+                            (to_b, from, Bytes::copy_from_slice(chunk)),
                         );
                     }
                 }
