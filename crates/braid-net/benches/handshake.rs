@@ -8,25 +8,13 @@
 //! 1000) connections per stack and round, `BENCH_ROUNDS` (default 3)
 //! rounds alternating the stacks; the median rate is reported.
 
-use std::net::SocketAddr;
+mod common;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use common::{bounded, env, loopback, median};
 use braid_net::{pinned_pair, Endpoint, EndpointConfig, Security};
-
-/// Every phase is bounded; a hang is a failure, not a slow result.
-const LIMIT: Duration = Duration::from_secs(120);
-
-fn env(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v.parse().unwrap_or_else(|_| panic!("{name} must be a positive integer, got {v:?}")),
-        Err(_) => default,
-    }
-}
-
-fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
 
 /// Connections per second to one Braid server; each connection is kept
 /// open (closing is not part of the handshake).
@@ -79,15 +67,6 @@ async fn quinn_rate(count: u64) -> f64 {
     let secs = started.elapsed().as_secs_f64();
     let _server = acceptor.await.unwrap();
     count as f64 / secs
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-async fn bounded(what: &str, f: impl std::future::Future<Output = f64>) -> f64 {
-    tokio::time::timeout(LIMIT, f).await.unwrap_or_else(|_| panic!("{what} took longer than {LIMIT:?}"))
 }
 
 fn main() {

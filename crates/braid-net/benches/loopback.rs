@@ -7,30 +7,18 @@
 //! count, `BENCH_ROUNDS` (default 3) the rounds, each alternating the two
 //! stacks; the median of each is reported.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod common;
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use common::{bounded, env, loopback, median};
 use braid_net::{Bytes, Endpoint, EndpointConfig};
 
 const CHUNK: usize = 1 << 20;
 const MSG: usize = 1024;
-/// Every phase is bounded; a hang is a failure, not a slow result.
-const LIMIT: Duration = Duration::from_secs(120);
-
-fn env(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v.parse().unwrap_or_else(|_| panic!("{name} must be a positive integer, got {v:?}")),
-        Err(_) => default,
-    }
-}
-
 fn payload(len: usize) -> Bytes {
     Bytes::from((0..len).map(|i| (i * 7 + 3) as u8).collect::<Vec<u8>>())
-}
-
-fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
 }
 
 /// Seconds to move `count` messages of `msg.len()` bytes over one braid
@@ -106,15 +94,6 @@ async fn quinn_run(msg: Bytes, count: u64) -> f64 {
     conn.close(0u32.into(), b"done");
     client.wait_idle().await;
     secs
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-async fn bounded(what: &str, f: impl std::future::Future<Output = f64>) -> f64 {
-    tokio::time::timeout(LIMIT, f).await.unwrap_or_else(|_| panic!("{what} took longer than {LIMIT:?}"))
 }
 
 fn main() {

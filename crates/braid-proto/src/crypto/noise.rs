@@ -32,13 +32,12 @@ use snow::params::NoiseParams;
 use snow::resolvers::{CryptoResolver, DefaultResolver, FallbackResolver};
 
 use super::packet_key::CipherSuite;
+use crate::wire::MAX_NOISE_LEN;
 
 /// The protocol name; both peers must use the same.
 const PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
 /// Version of the handshake payload.
 const PAYLOAD_VERSION: u8 = 1;
-/// Longest Noise message accepted in a packet.
-pub const MAX_NOISE_LEN: usize = 256;
 
 /// Why a handshake message was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
