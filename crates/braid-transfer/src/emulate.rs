@@ -7,9 +7,15 @@
 //! throttle, burning the CPU it then measures; here a worker that is ahead of its rate *sleeps*
 //! (`tokio::time::sleep`) until its tokens are due.
 //!
-//! Model: a token bucket of `rate` bytes/s with a burst of `burst` bytes. Taking `n` bytes may
-//! drive the balance negative (a debt); the taker then sleeps for `debt / rate`. With a shared
-//! total bucket, the worker waits for the later of its own and the shared deadline.
+//! Model: a device that moves `rate` bytes/s. An operation of `n` bytes that started at `s`
+//! finishes at `max(free, s − slack) + n / rate`, where `free` is when the device finished its
+//! previous operation and `slack` (10 ms of the rate) lets a worker that a late timer held back
+//! catch up; the worker sleeps until then. This is a token bucket (burst = `slack · rate`) kept as
+//! the time the device is next free. The real work the operation did (the `write` itself, the
+//! journal) counts towards its `n / rate`: a worker's rate is what it moves, not what it moves on
+//! top of the real cost, so a scenario's optimum stays `total / per_worker` however slow the
+//! machine's own file system or scheduler is that day. With a shared total, the worker waits for
+//! the later of its own and the shared finish time.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -41,30 +47,26 @@ fn check(field: &'static str, value: f64) -> Result<f64, RateError> {
 #[derive(Debug)]
 struct Bucket {
     rate: f64,
-    burst: f64,
-    tokens: f64,
-    updated: Instant,
+    /// How far behind the rate a worker may fall and still catch up (see the module comment).
+    slack: Duration,
+    /// When the device finishes the work given to it so far.
+    free: Instant,
 }
 
 impl Bucket {
     fn new(rate: f64) -> Self {
-        // A burst of 10 ms of the rate: enough to absorb timer slack, small enough that a
-        // second's average stays within a percent of the rate.
-        let burst = rate * 0.01;
-        Bucket { rate, burst, tokens: burst, updated: Instant::now() }
+        // 10 ms of the rate: enough to absorb timer slack, small enough that a second's average
+        // stays within a percent of the rate.
+        Bucket { rate, slack: Duration::from_millis(10), free: Instant::now() }
     }
 
-    /// Takes `bytes` and returns how long the taker must wait for them.
-    fn take(&mut self, bytes: u64, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
-        self.updated = now;
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        self.tokens -= bytes as f64;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / self.rate)
-        }
+    /// Books `bytes` for an operation that started at `started` and returns how long the taker
+    /// must still wait at `now` for the device to have moved them.
+    fn take(&mut self, bytes: u64, started: Instant, now: Instant) -> Duration {
+        let earliest = started.checked_sub(self.slack).unwrap_or(started);
+        let busy = Duration::try_from_secs_f64(bytes as f64 / self.rate).unwrap_or(Duration::MAX);
+        self.free = self.free.max(earliest).checked_add(busy).unwrap_or(self.free);
+        self.free.saturating_duration_since(now)
     }
 }
 
@@ -112,12 +114,19 @@ pub struct WorkerThrottle {
 }
 
 impl WorkerThrottle {
-    /// Accounts `bytes` just read or written, sleeping until the rates allow them.
+    /// Accounts `bytes` about to be moved, sleeping until the rates allow them.
     pub async fn consume(&mut self, bytes: u64) {
+        self.consume_since(bytes, Instant::now()).await;
+    }
+
+    /// Accounts `bytes` that an operation started at `started` just read or wrote, sleeping
+    /// until the rates allow them: the time the real operation took counts towards the
+    /// emulated one.
+    pub async fn consume_since(&mut self, bytes: u64, started: Instant) {
         let now = Instant::now();
-        let mut wait = self.own.take(bytes, now);
+        let mut wait = self.own.take(bytes, started, now);
         if let Some(total) = &self.total {
-            let shared = total.lock().unwrap_or_else(PoisonError::into_inner).take(bytes, now);
+            let shared = total.lock().unwrap_or_else(PoisonError::into_inner).take(bytes, started, now);
             wait = wait.max(shared);
         }
         if !wait.is_zero() {
@@ -184,6 +193,24 @@ mod tests {
         let throttle = Throttle::new(8e6, Some(12e6)).unwrap();
         let moved = measure(&throttle, 4) as f64;
         assert!((moved / 12e6 - 1.0).abs() < 0.1, "moved {moved} bytes, expected 12e6");
+    }
+
+    #[test]
+    fn the_real_work_of_an_operation_counts_towards_its_time() {
+        runtime().block_on(async {
+            // 64 KiB at 1 MB/s is 65.5 ms; the operation itself already took 50 of them.
+            let mut worker = Throttle::new(1e6, Some(1e6)).unwrap().worker();
+            let started = Instant::now();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let before = Instant::now();
+            worker.consume_since(64 << 10, started).await;
+            let waited = before.elapsed();
+            assert!(waited < Duration::from_millis(40), "waited {waited:?}, expected about 15 ms");
+            // The next operation starts now: its whole 65.5 ms are still owed.
+            let before = Instant::now();
+            worker.consume_since(64 << 10, before).await;
+            assert!(before.elapsed() >= Duration::from_millis(55), "waited {:?}", before.elapsed());
+        });
     }
 
     #[test]

@@ -410,7 +410,12 @@ async fn session_inner<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
             frame = control_frames.recv() => match frame.unwrap_or(Ok(None)) {
                 Ok(Some(Frame::Control(Message::SetWriters { writers: n }))) => {
                     if options.write_workers.is_none() {
-                        set_writers(&session, &mut writers, (n as usize).clamp(1, options.max_writers.max(1)));
+                        let n = (n as usize).clamp(1, options.max_writers.max(1));
+                        if n != session.slots.target() {
+                            // The next report measures the new count only, not a blend of two.
+                            session.meter.take();
+                            set_writers(&session, &mut writers, n);
+                        }
                     }
                 }
                 Ok(Some(Frame::Control(Message::Error { message }))) => break Err(TransferError::Remote(message)),
@@ -558,13 +563,14 @@ async fn writer(session: &Arc<Session>, slot: usize) -> Result<(), TransferError
     while session.slots.keep(slot) {
         let Some(staged) = session.staging.pop().await else { return Ok(()) };
         let busy = session.meter.start();
+        let started = tokio::time::Instant::now();
         let len = staged.data.len() as u64;
         let worker = Arc::clone(session);
         let outcome = tokio::task::spawn_blocking(move || write_chunk(&worker, staged.chunk()))
             .await
             .map_err(|e| TransferError::Remote(format!("writer task failed: {e}")))??;
         if let Some(t) = throttle.as_mut() {
-            t.consume(len).await;
+            t.consume_since(len, started).await;
         }
         busy.done(len);
         for file in outcome.finished {

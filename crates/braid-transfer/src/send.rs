@@ -273,7 +273,7 @@ pub async fn send<P: AsRef<Path>>(
 
     let mut tasks = JoinSet::new();
     apply(&shared, &mut tasks, start);
-    let writer_state = Arc::new(Mutex::new(None::<(u32, f64)>));
+    let writer_state = Arc::new(Mutex::new(WriterReport::default()));
     let refetched = Arc::new(AtomicU64::new(0));
     let files_done = Arc::new(AtomicU64::new(0));
     let mut control_task = {
@@ -312,10 +312,8 @@ pub async fn send<P: AsRef<Path>>(
                 let (retrans, segs) = (shared.retransmitted.load(Ordering::Acquire), shared.segments.load(Ordering::Acquire));
                 let loss = ratio(retrans - last_loss.0, segs - last_loss.1);
                 last_loss = (retrans, segs);
-                let (write_workers, write_bps) = writer_state
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .map_or((concurrency.write, 0.0), |(w, t)| (w as usize, t));
+                let (write_workers, write_bps, write_fresh) =
+                    writer_state.lock().unwrap_or_else(PoisonError::into_inner).take(concurrency.write);
                 let sent = shared.net_meter.total_bytes();
                 samples.push(IntervalSample {
                     elapsed: started.elapsed().as_secs_f64(),
@@ -330,7 +328,14 @@ pub async fn send<P: AsRef<Path>>(
                 let observations = StageObservations {
                     read: Observation { workers: read_workers, throughput: read_bps, loss: 0.0 },
                     network: Observation { workers: net_workers, throughput: network_bps, loss },
-                    write: Observation { workers: write_workers, throughput: write_bps, loss: 0.0 },
+                    // A report already scored (the receiver's tick has not come round) measures
+                    // nothing new: offered under a worker count the tuner does not hold, it is
+                    // not scored twice (see `WriterReport`).
+                    write: Observation {
+                        workers: if write_fresh { write_workers } else { usize::MAX },
+                        throughput: write_bps,
+                        loss: 0.0,
+                    },
                 };
                 let next = match tuner.observe(&observations) {
                     Ok(next) => with_pins(next, options.pinned),
@@ -460,10 +465,35 @@ fn apply(shared: &Arc<Shared>, tasks: &mut JoinSet<()>, c: Concurrency) {
     }
 }
 
+/// The receiver's latest report of its write stage.
+///
+/// The receiver measures on its own ticks, which are not aligned with the sender's; each report is
+/// scored once. Scoring the same report on two sender ticks would credit one interval's
+/// throughput to whatever setting the tuner moved to in between, and the write search then
+/// climbs on stale numbers (it settled at twice the optimum in the engine tests before this).
+#[derive(Debug, Default, Clone, Copy)]
+struct WriterReport {
+    /// The receiver's writer count while it measured; `None` before the first report.
+    writers: Option<usize>,
+    /// Bytes/s over the writers' busy time.
+    throughput: f64,
+    /// Not yet used by the tuner.
+    fresh: bool,
+}
+
+impl WriterReport {
+    /// (writers, throughput, fresh) for this tick, marking the report used; `assumed` stands in
+    /// for the writer count before the first report.
+    fn take(&mut self, assumed: usize) -> (usize, f64, bool) {
+        let fresh = std::mem::replace(&mut self.fresh, false);
+        (self.writers.unwrap_or(assumed), self.throughput, fresh)
+    }
+}
+
 async fn control_loop<R: tokio::io::AsyncRead + Unpin>(
     control: &mut R,
     shared: &Shared,
-    writer_state: &Mutex<Option<(u32, f64)>>,
+    writer_state: &Mutex<WriterReport>,
     refetched: &AtomicU64,
     files_done: &AtomicU64,
 ) -> Result<(), TransferError> {
@@ -480,7 +510,8 @@ async fn control_loop<R: tokio::io::AsyncRead + Unpin>(
             }
             Some(Frame::Control(Message::WriterState { writers, throughput, .. })) => {
                 let throughput = if throughput.is_finite() && throughput >= 0.0 { throughput } else { 0.0 };
-                *writer_state.lock().unwrap_or_else(PoisonError::into_inner) = Some((writers, throughput));
+                *writer_state.lock().unwrap_or_else(PoisonError::into_inner) =
+                    WriterReport { writers: Some(writers as usize), throughput, fresh: true };
             }
             Some(Frame::Control(Message::FileDone { .. })) => {
                 files_done.fetch_add(1, Ordering::AcqRel);
@@ -500,13 +531,14 @@ async fn reader(shared: &Arc<Shared>, slot: usize) -> Result<(), TransferError> 
     while shared.read_slots.keep(slot) {
         let Some(index) = shared.next_work().await else { return Ok(()) };
         let busy = shared.read_meter.start();
+        let started = tokio::time::Instant::now();
         let worker_shared = Arc::clone(shared);
         let chunk = tokio::task::spawn_blocking(move || read_chunk(&worker_shared, index))
             .await
             .map_err(|e| TransferError::Remote(format!("reader task failed: {e}")))??;
         let len = chunk.data.len() as u64;
         if let Some(t) = throttle.as_mut() {
-            t.consume(len).await;
+            t.consume_since(len, started).await;
         }
         busy.done(len);
         if shared.staging.push(chunk).await.is_err() {

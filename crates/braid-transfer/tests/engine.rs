@@ -433,17 +433,21 @@ async fn pinned_concurrency_is_respected() {
     assert_same_tree(&source, &dest.join("data"));
 }
 
-fn second_half_median(counts: &[usize]) -> usize {
-    let mut half = counts[counts.len() / 2..].to_vec();
-    half.sort_unstable();
-    half.get(half.len() / 2).copied().unwrap_or(0)
+/// Where a tuner settled: the median worker count of the last third of the intervals. The search
+/// doubles on its way up and may overshoot, then walks back; on a loaded machine one disturbed
+/// interval can send it on a detour, so the first two thirds are its search, not its answer.
+fn settled_median(counts: &[usize]) -> usize {
+    let mut tail = counts[counts.len() - counts.len() / 3..].to_vec();
+    tail.sort_unstable();
+    tail.get(tail.len() / 2).copied().unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn marlin_raises_read_workers_toward_the_emulated_optimum() {
     let tmp = tempfile::tempdir().unwrap();
     let source = tmp.path().join("data");
-    big_files(&source, 8, 5 << 20);
+    // 60 MB at the 12 MB/s cap: about 20 intervals of 250 ms, time to search and settle.
+    big_files(&source, 12, 5 << 20);
     let dest = tmp.path().join("dest");
     let chunk = 256u64 << 10;
     let mut receive = receive_options(&dest, chunk);
@@ -462,9 +466,8 @@ async fn marlin_raises_read_workers_toward_the_emulated_optimum() {
     let peak = reads.iter().copied().max().unwrap_or(0);
     // The search doubles on its way up and may overshoot once.
     assert!((3..=16).contains(&peak), "read workers over time {reads:?}");
-    // Where it settles, within 2× of the optimum: the median of the second half (one disturbed
-    // interval on a shared machine must not fail the test).
-    assert!((2..=8).contains(&second_half_median(&reads)), "read workers over time {reads:?}");
+    // Where it settles, within 2× of the optimum.
+    assert!((2..=8).contains(&settled_median(&reads)), "read workers over time {reads:?}");
     // At the optimum the transfer moves near the 12 MB/s cap; a loose bound (noisy machine).
     assert!(summary.throughput_bps > 5e6, "{} B/s, workers {reads:?}", summary.throughput_bps);
     assert_same_tree(&source, &dest.join("data"));
@@ -658,14 +661,19 @@ async fn falcon_shares_one_count_and_bwlimit_caps_the_rate() {
 async fn the_write_stage_is_tuned_through_the_receivers_reports() {
     let tmp = tempfile::tempdir().unwrap();
     let source = tmp.path().join("data");
-    big_files(&source, 8, 5 << 20);
+    // 52 MB at the 8 MB/s cap: about 25 intervals of 250 ms, time to search and settle.
+    big_files(&source, 10, 5 << 20);
     let dest = tmp.path().join("dest");
     let chunk = 256u64 << 10;
     let mut receive = receive_options(&dest, chunk);
     receive.fsync = false;
     receive.staging_memory = Some(chunk * 16);
-    // 3 MB/s per writer, 12 MB/s in total: the write optimum is 4 writers by construction.
-    receive.emulate_write = Some(EmulatedStorage { per_worker: 3e6, total: Some(12e6) });
+    // 2 MB/s per writer, 8 MB/s in total: the write optimum is 4 writers by construction, and the
+    // cap sits clearly below what the network and the readers move on a loaded 2-core machine
+    // (10-11 MB/s here), so the write stage is the bottleneck the tuner must find. (A cap equal to
+    // the other stages' rate leaves every count from 4 up with the same throughput, and the search
+    // then wanders on noise alone.)
+    receive.emulate_write = Some(EmulatedStorage { per_worker: 2e6, total: Some(8e6) });
     let (addr, server, mut outcomes) = start_receiver(receive).await;
     let mut opts = options(chunk, 250);
     opts.pinned = Pinned { read: Some(4), network: Some(2), write: None };
@@ -676,9 +684,8 @@ async fn the_write_stage_is_tuned_through_the_receivers_reports() {
     eprintln!("writers per interval: {writes:?}; {:.1} MB/s", summary.throughput_bps / 1e6);
     let peak = writes.iter().copied().max().unwrap_or(0);
     assert!((3..=16).contains(&peak), "writers over time {writes:?}");
-    // Where it settles, within 2× of the optimum: the median of the second half (one disturbed
-    // interval on a shared machine must not fail the test).
-    assert!((2..=8).contains(&second_half_median(&writes)), "writers over time {writes:?}");
+    // Where it settles, within 2× of the optimum.
+    assert!((2..=8).contains(&settled_median(&writes)), "writers over time {writes:?}");
     assert!(summary.throughput_bps > 5e6, "{} B/s, writers {writes:?}", summary.throughput_bps);
     assert_same_tree(&source, &dest.join("data"));
 }
