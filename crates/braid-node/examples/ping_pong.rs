@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let count: u32 = args.get(1).map(|c| c.parse()).transpose()?.unwrap_or(1000);
     // Every transport, Exon included (it is not on by default).
-    let config = NodeConfig { transports: vec![Transport::Udp, Transport::Tcp, Transport::Braid, Transport::Exon], ..Default::default() };
+    let config = NodeConfig { transports: vec![Transport::Udp, Transport::Tcp, Transport::Braid, Transport::Exon], allow_unauthenticated_udp: true, ..Default::default() };
     let pinger: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, config.clone()).await?;
     let ponger: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse()?, config).await?;
 

@@ -1,7 +1,12 @@
-//! Braid's reliable transport: one frame per Braid message.
+//! Braid's reliable transport: one frame per Braid message, over
+//! connections authenticated and encrypted by Braid's Noise IK handshake
+//! (issue 17 item 2) with the node's identity, unless the node runs
+//! `InsecureNoAuth` (see [`crate::NodeAuth`] and [`security`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+use braid_identity::{Identity, Peer, PublicKey, TrustStore};
 
 use crate::channel::{braid_varint_len, ClosedSignal, Link};
 use crate::node::Core;
@@ -87,5 +92,39 @@ async fn serve<H: Header>(core: Arc<Core<H>>, conn: braid_net::Connection) {
             },
             _ = crate::node::stopped(&mut shutdown) => return,
         }
+    }
+}
+
+/// Judges Braid peers: the node's own key (another process of the same
+/// identity) is accepted, any other key goes to the trust store (known hosts
+/// or TOFU), as the TCP side's TLS does.
+#[derive(Debug)]
+struct OwnKeyOrTrusted {
+    own: PublicKey,
+    trust: Arc<TrustStore>,
+}
+
+impl braid_proto::PeerVerifier for OwnKeyOrTrusted {
+    fn verify(&self, remote: SocketAddr, key: &PublicKey) -> Result<(), String> {
+        if *key == self.own {
+            return Ok(());
+        }
+        self.trust.authorize(&Peer::addr(remote), key).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+/// The node's judgement of peers' keys for protocols that take a
+/// [`braid_proto::PeerVerifier`] (Braid's Noise handshake; Exon's sessions
+/// can share it).
+pub(crate) fn peer_verifier(identity: &Identity, trust: &Arc<TrustStore>) -> Arc<dyn braid_proto::PeerVerifier> {
+    Arc::new(OwnKeyOrTrusted { own: identity.public_key(), trust: trust.clone() })
+}
+
+/// The Braid endpoint's security for the node's identity and trust store;
+/// insecure when there are none (`InsecureNoAuth`).
+pub(crate) fn security(keys: Option<&(Identity, Arc<TrustStore>)>) -> braid_net::Security {
+    match keys {
+        Some((identity, trust)) => braid_net::Security::authenticated(identity.clone(), peer_verifier(identity, trust)),
+        None => braid_net::Security::Insecure,
     }
 }

@@ -1,8 +1,89 @@
-//! Node configuration.
+//! Node configuration, including who the node is and whom it trusts
+//! ([`NodeAuth`], issue 17 items 4–5: authenticated and encrypted by default).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{ConfigError, Transport};
+use braid_identity::{Identity, TrustPolicy, TrustStore};
+
+use crate::{ConfigError, NodeError, Transport};
+
+/// The node's identity and trust: where they come from.
+///
+/// Under any policy but [`TrustPolicy::InsecureNoAuth`], Braid connections
+/// run the Noise IK handshake and seal every packet, and TCP connections run
+/// TLS 1.3 with mutual authentication (`braid-tls`), both with this identity
+/// and judging peers by this trust store; `InsecureNoAuth` turns both off
+/// (plain TCP, unauthenticated Braid), for benchmarks of the bare protocols.
+/// A peer that proves it holds the node's own key is accepted too: nodes
+/// sharing one key file are one principal (two nodes of one program with
+/// the default settings trust each other and no one else).
+#[derive(Debug, Clone)]
+pub enum NodeAuth {
+    /// The identity and known-hosts files (default: `$BRAID_HOME/identity`,
+    /// created on first use with mode 0600, and `$BRAID_HOME/known_hosts`)
+    /// under a trust policy, as the CLI's `--identity`, `--known-hosts`,
+    /// `--tofu` and `--insecure-no-auth` give them.
+    Files(braid_net::NodeSecurity),
+    /// An identity and trust store already loaded (embedding programs,
+    /// tests); the store's policy applies.
+    Keys {
+        /// The node's key pair.
+        identity: Identity,
+        /// Whom it trusts.
+        trust: Arc<TrustStore>,
+    },
+}
+
+impl Default for NodeAuth {
+    /// The files under `$BRAID_HOME`, known hosts only.
+    fn default() -> Self {
+        NodeAuth::Files(braid_net::NodeSecurity::default())
+    }
+}
+
+impl NodeAuth {
+    /// No authentication and no encryption (`--insecure-no-auth`).
+    pub fn insecure() -> Self {
+        NodeAuth::Files(braid_net::NodeSecurity { policy: TrustPolicy::InsecureNoAuth, ..Default::default() })
+    }
+
+    /// The trust policy in force.
+    pub fn policy(&self) -> TrustPolicy {
+        match self {
+            NodeAuth::Files(files) => files.policy,
+            NodeAuth::Keys { trust, .. } => trust.policy(),
+        }
+    }
+
+    /// The identity and trust store, loaded (files created on first use);
+    /// `None` under `InsecureNoAuth`.
+    pub(crate) fn load(&self) -> Result<Option<(Identity, Arc<TrustStore>)>, NodeError> {
+        if !self.policy().authenticates() {
+            return Ok(None);
+        }
+        match self {
+            NodeAuth::Keys { identity, trust } => Ok(Some((identity.clone(), trust.clone()))),
+            NodeAuth::Files(files) => {
+                let home = |r: Result<std::path::PathBuf, braid_identity::IdentityError>| {
+                    r.map_err(|e| NodeError::Security(format!("{e} (set `security` in NodeConfig, or BRAID_HOME)")))
+                };
+                let identity_path = match &files.identity {
+                    Some(p) => p.clone(),
+                    None => home(braid_identity::default_identity_path())?,
+                };
+                let known_hosts = match &files.known_hosts {
+                    Some(p) => p.clone(),
+                    None => home(braid_identity::default_known_hosts_path())?,
+                };
+                let identity = Identity::load_or_create(&identity_path)
+                    .map_err(|e| NodeError::Security(format!("identity {}: {e}", identity_path.display())))?;
+                let trust = TrustStore::open(files.policy, &known_hosts).map_err(|e| NodeError::Security(e.to_string()))?;
+                Ok(Some((identity, Arc::new(trust))))
+            }
+        }
+    }
+}
 
 /// Dropping a fraction of outgoing UDP datagrams on purpose, to test an
 /// application's behaviour under loss without a lossy network.
@@ -17,20 +98,37 @@ pub struct UdpLoss {
 /// What a node runs and how.
 ///
 /// ```
-/// use braid_node::{NodeConfig, Transport};
+/// use braid_node::{NodeAuth, NodeConfig, Transport};
 /// use std::time::Duration;
 /// let c = NodeConfig { transports: vec![Transport::Tcp, Transport::Braid], idle_timeout: Duration::from_secs(10), ..Default::default() };
 /// assert!(c.validate().is_ok());
 /// let bad = NodeConfig { udp_max_datagram: 70_000, ..Default::default() };
 /// assert_eq!(bad.validate().unwrap_err().field, "udp_max_datagram");
+/// // UDP carries no authentication: it must be asked for by name.
+/// let udp = NodeConfig { transports: vec![Transport::Udp], ..Default::default() };
+/// assert_eq!(udp.validate().unwrap_err().field, "allow_unauthenticated_udp");
+/// assert!(NodeConfig { allow_unauthenticated_udp: true, ..udp.clone() }.validate().is_ok());
+/// assert!(NodeConfig { security: NodeAuth::insecure(), ..udp }.validate().is_ok());
 /// ```
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     /// Transports to listen on and send with; each at
     /// `base port + Transport::port_offset()` (Exon at base + 2). `Data`
     /// is refused: it is a pseudo-transport (see [`Transport`]). Default:
-    /// UDP, TCP, Braid (add `Exon` to run it too).
+    /// TCP and Braid, both authenticated and encrypted (add `Exon` to run
+    /// it too; `Udp` needs [`NodeConfig::allow_unauthenticated_udp`]).
     pub transports: Vec<Transport>,
+    /// Who the node is and whom it trusts (default: the identity and known
+    /// hosts under `$BRAID_HOME`, known hosts only). It replaces
+    /// `braid.security`, and secures TCP with TLS 1.3.
+    pub security: NodeAuth,
+    /// Run UDP even though its datagrams are neither authenticated nor
+    /// encrypted: anyone on the path can read them, and anyone who can send
+    /// to the port can inject messages with any header. UDP is the node's
+    /// one unauthenticated transport (at-most-once datagrams have no
+    /// handshake to carry keys); it is refused unless this is set or the
+    /// policy is `InsecureNoAuth`. Default false.
+    pub allow_unauthenticated_udp: bool,
     /// A TCP or Braid channel this node opened is closed after this long
     /// without a message to send. Default 60 s (channels are kept long:
     /// opening one costs at least a round trip).
@@ -90,7 +188,9 @@ impl Default for NodeConfig {
         let mut braid = braid_net::EndpointConfig::default();
         braid.transport.keep_alive_interval = Some(Duration::from_secs(5));
         NodeConfig {
-            transports: vec![Transport::Udp, Transport::Tcp, Transport::Braid],
+            transports: vec![Transport::Tcp, Transport::Braid],
+            security: NodeAuth::default(),
+            allow_unauthenticated_udp: false,
             idle_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
             channel_queue: 256,
@@ -133,6 +233,12 @@ impl NodeConfig {
         }
         if self.tcp_notsent_lowat == Some(0) {
             return err("tcp_notsent_lowat", "a positive number of bytes, or None");
+        }
+        if self.transports.contains(&Transport::Udp) && self.security.policy().authenticates() && !self.allow_unauthenticated_udp {
+            return err(
+                "allow_unauthenticated_udp",
+                "true to run UDP, whose datagrams are neither authenticated nor encrypted (or drop Udp from transports)",
+            );
         }
         if let Some(l) = self.udp_loss {
             if !(0.0..=1.0).contains(&l.rate) {

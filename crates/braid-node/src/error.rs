@@ -52,6 +52,10 @@ pub enum NodeError {
         /// Why.
         reason: &'static str,
     },
+    /// The identity or known hosts could not be loaded (see
+    /// [`crate::NodeAuth`]).
+    #[error("node security: {0}")]
+    Security(String),
     /// The virtual node is already registered on this node.
     #[error("virtual node {0} is already registered")]
     VnodeTaken(VnodeId),

@@ -16,6 +16,14 @@
 //! and selection code in [`data`] is sans-IO: time comes in as
 //! [`braid_core::Instant`], randomness from a seeded [`braid_core::Rng`].
 //!
+//! Secure by default (issue 17 items 4–5): TCP channels run TLS 1.3 with
+//! mutual authentication (`braid-tls`) and Braid connections the Noise IK
+//! handshake, both with the node's identity and known hosts
+//! ([`NodeConfig::security`], a [`NodeAuth`]); UDP, which has no handshake,
+//! is the one unauthenticated transport and runs only when
+//! [`NodeConfig::allow_unauthenticated_udp`] is set; `InsecureNoAuth` turns
+//! all of it off.
+//!
 //! Exon (exactly-once, unordered) runs through `braid-exon-net`'s socket;
 //! each node's Exon id is derived from its Exon address (see
 //! [`Transport::Exon`]). The Exon protocol itself is not in this crate.
@@ -58,7 +66,7 @@ mod udp;
 mod wire;
 
 pub use address::{Address, BasicAddress, VnodeId};
-pub use config::{NodeConfig, UdpLoss};
+pub use config::{NodeAuth, NodeConfig, UdpLoss};
 pub use error::{ConfigError, FailReason, NodeError, SendError};
 pub use header::{BasicHeader, DataHeader, Header, Route, RoutingHeader};
 pub use message::{BodyKind, DecodeError, Message, MessageType, MessageTypeId};

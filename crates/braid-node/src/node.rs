@@ -69,6 +69,11 @@ struct Inner<H> {
     transports: Vec<Transport>,
     udp_max_datagram: usize,
     tcp_notsent_lowat: Option<u32>,
+    /// TLS for TCP channels; `None` under `InsecureNoAuth`.
+    tls: Option<braid_tls::TlsSettings>,
+    /// The node's public key; `None` under `InsecureNoAuth`.
+    public_key: Option<braid_identity::PublicKey>,
+    policy: braid_identity::TrustPolicy,
     /// Transport configuration of bulk-lane Braid connections, if not
     /// the endpoint's.
     bulk_braid: Option<braid_net::TransportConfig>,
@@ -227,12 +232,25 @@ impl<H: Header> Node<H> {
     /// Start a node at `addr` (IP and base port; port 0 picks a free base
     /// port such that every transport's port is free). Must be called
     /// within a tokio runtime.
-    pub async fn bind(addr: SocketAddr, config: NodeConfig) -> Result<Node<H>, NodeError> {
+    pub async fn bind(addr: SocketAddr, mut config: NodeConfig) -> Result<Node<H>, NodeError> {
         config.validate()?;
         tokio::runtime::Handle::try_current().map_err(|_| NodeError::NoRuntime)?;
         if addr.ip().is_unspecified() {
             return Err(NodeError::UnspecifiedAddress(addr));
         }
+        // One identity and trust store for Braid (Noise) and TCP (TLS 1.3).
+        let keys = config.security.load()?;
+        config.braid.security = crate::braid_link::security(keys.as_ref());
+        let tls = match &keys {
+            Some((identity, trust)) => Some(
+                braid_tls::TlsSettings::new(identity, trust.clone())
+                    .map_err(|e| NodeError::Security(e.to_string()))?
+                    .trusting_own_key()
+                    .with_handshake_timeout(config.connect_timeout),
+            ),
+            None => None,
+        };
+        let public_key = keys.as_ref().map(|(identity, _)| identity.public_key());
         let mut transports = Vec::new();
         for &t in &config.transports {
             match t {
@@ -278,7 +296,7 @@ impl<H: Header> Node<H> {
             listeners.push(tokio::spawn(crate::udp::recv_loop(core.clone(), u.clone())));
         }
         if let Some(l) = bound.tcp.take() {
-            listeners.push(tokio::spawn(crate::tcp::accept_loop(core.clone(), l)));
+            listeners.push(tokio::spawn(crate::tcp::accept_loop(core.clone(), l, tls.clone())));
         }
         let braid = bound.braid.take();
         if let Some(e) = &braid {
@@ -305,6 +323,9 @@ impl<H: Header> Node<H> {
                 transports,
                 udp_max_datagram: config.udp_max_datagram,
                 tcp_notsent_lowat: config.tcp_notsent_lowat,
+                tls,
+                public_key,
+                policy: config.security.policy(),
                 bulk_braid: config.bulk_congestion_control.map(|cc| braid_net::TransportConfig {
                     congestion_control: cc,
                     ..config.braid.transport.clone()
@@ -325,6 +346,17 @@ impl<H: Header> Node<H> {
     /// The node's IP and base port: what its addresses name.
     pub fn local_addr(&self) -> SocketAddr {
         self.inner.local
+    }
+
+    /// The node's public key (what peers list in their known hosts);
+    /// `None` when it runs without authentication (`InsecureNoAuth`).
+    pub fn public_key(&self) -> Option<braid_identity::PublicKey> {
+        self.inner.public_key
+    }
+
+    /// The trust policy its TCP and Braid peers are judged by.
+    pub fn trust_policy(&self) -> braid_identity::TrustPolicy {
+        self.inner.policy
     }
 
     /// The transports this node runs.
@@ -416,8 +448,9 @@ impl<H: Header> Node<H> {
             Transport::Tcp => {
                 let core = inner.core.clone();
                 let lowat = inner.tcp_notsent_lowat;
+                let tls = inner.tls.clone();
                 let out = Outgoing { frame, notifier };
-                Channels::send(&inner.env, (transport, to, lane), out, move || crate::tcp::connect(core, to, lowat)).await;
+                Channels::send(&inner.env, (transport, to, lane), out, move || crate::tcp::connect(core, to, lowat, tls)).await;
                 Ok(())
             }
             Transport::Braid => {

@@ -1,11 +1,28 @@
-//! TCP: length-prefixed frames on kernel TCP connections.
+//! TCP: length-prefixed frames on kernel TCP connections, inside TLS 1.3
+//! with mutual authentication (`braid-tls`: Ed25519 raw public keys judged by
+//! the node's known hosts, issue 17 item 4), or in the clear when the node
+//! runs `InsecureNoAuth`.
+//!
+//! Delivery notifications come from `TCP_INFO`'s `tcpi_bytes_acked` (the
+//! peer's kernel acknowledged the bytes). Under TLS the socket carries more
+//! than the frames (handshake, record headers and tags), so each frame is
+//! booked at the socket byte count reached once its last record was
+//! written, and counts as acknowledged when the kernel's count passes it:
+//! exact whatever the record sizes. A client's connect returns only after
+//! the server confirmed it accepted the client's key (`braid-tls`), so
+//! nothing is sent, let alone acknowledged, to a server that refused it.
 
+use std::collections::VecDeque;
+use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 
+use braid_tls::TlsSettings;
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::channel::{ClosedSignal, Link};
@@ -14,12 +31,89 @@ use crate::stats::bump;
 use crate::wire::{Encoded, PREFIX};
 use crate::{Header, Transport};
 
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// A TCP socket that counts the bytes handed to the kernel.
+struct Counted {
+    inner: TcpStream,
+    written: Arc<AtomicU64>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &poll {
+            self.written.fetch_add(*n as u64, Ordering::AcqRel);
+        }
+        poll
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = &poll {
+            self.written.fetch_add(*n as u64, Ordering::AcqRel);
+        }
+        poll
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Frames written but not yet known acknowledged: (socket bytes written
+/// once the frame was out, cumulative frame bytes up to it).
+#[derive(Default)]
+struct Marks {
+    pending: VecDeque<(u64, u64)>,
+    acked: u64,
+}
+
+/// Reads how many frame bytes the peer's kernel acknowledged.
+#[derive(Clone)]
+struct AckReader {
+    /// A duplicate of the socket's descriptor, for `TCP_INFO`: never a
+    /// closed (or reused) descriptor, whatever outlives what.
+    socket: Arc<socket2::Socket>,
+    /// `tcpi_bytes_acked` when the connection opened (the SYN may count as
+    /// one byte).
+    base: u64,
+    marks: Arc<Mutex<Marks>>,
+}
+
+impl AckReader {
+    fn read(&self) -> u64 {
+        // A failing getsockopt (socket gone) reports nothing new.
+        let on_wire = bytes_acked(&*self.socket).unwrap_or(self.base).saturating_sub(self.base);
+        let mut marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(&(wire_end, frame_end)) = marks.pending.front() {
+            if wire_end > on_wire {
+                break;
+            }
+            marks.acked = frame_end;
+            marks.pending.pop_front();
+        }
+        marks.acked
+    }
+}
+
 pub(crate) struct TcpLink {
-    wr: OwnedWriteHalf,
-    /// `tcpi_bytes_acked` when the connection opened (the SYN may count
-    /// as one byte); acknowledgements are counted from here.
-    acked_base: Option<u64>,
-    /// Bytes written (prefixes included).
+    wr: Writer,
+    /// Socket bytes written (TLS handshake and records included).
+    on_wire: Arc<AtomicU64>,
+    acks: Option<AckReader>,
+    /// Frame bytes written (prefixes included).
     written: u64,
 }
 
@@ -87,33 +181,34 @@ fn set_notsent_lowat(_: &TcpStream, _: u32) {}
 impl Link for TcpLink {
     async fn send(&mut self, frame: &Encoded) -> Result<(), String> {
         self.wr.write_all(frame.prefixed()).await.map_err(|e| e.to_string())?;
+        // TLS holds records until flushed; plain TCP's flush does nothing.
+        self.wr.flush().await.map_err(|e| e.to_string())?;
         self.written += frame.prefixed().len() as u64;
+        if let Some(acks) = &self.acks {
+            let mark = (self.on_wire.load(Ordering::Acquire), self.written);
+            acks.marks.lock().unwrap_or_else(PoisonError::into_inner).pending.push_back(mark);
+        }
         Ok(())
     }
     fn acked(&self) -> Option<u64> {
-        let base = self.acked_base?;
-        // The channel polls this while notifications wait; a failing
-        // getsockopt (socket gone) reports nothing new.
-        Some(bytes_acked(self.wr.as_ref()).unwrap_or(base).saturating_sub(base))
+        self.acks.as_ref().map(AckReader::read)
     }
     fn ack_probe(&self) -> Option<crate::channel::AckProbe> {
-        let base = self.acked_base?;
-        // A duplicate of the descriptor: the probe never reads a closed
-        // (or reused) descriptor, whatever outlives what.
-        let dup = socket2::SockRef::from(self.wr.as_ref()).try_clone().ok()?;
-        Some(Box::new(move || Some(bytes_acked(&dup).unwrap_or(base).saturating_sub(base))))
+        let acks = self.acks.clone()?;
+        Some(Box::new(move || Some(acks.read())))
     }
     fn cost(&self, len: usize) -> u64 {
         (len + PREFIX) as u64
     }
     async fn close(mut self) -> bool {
-        // A FIN after everything written. Where TCP_INFO is available,
-        // wait (bounded) until the peer's kernel acknowledged every byte;
-        // elsewhere TCP cannot tell, and nothing waits for it.
+        // A FIN (after TLS's close_notify) after everything written. Where
+        // TCP_INFO is available, wait (bounded) until the peer's kernel
+        // acknowledged every frame; elsewhere TCP cannot tell, and nothing
+        // waits for it.
         if self.wr.shutdown().await.is_err() {
             return false;
         }
-        if self.acked_base.is_none() {
+        if self.acks.is_none() {
             return true;
         }
         let deadline = tokio::time::Instant::now() + CLOSE_ACK_WAIT;
@@ -127,20 +222,38 @@ impl Link for TcpLink {
     }
 }
 
-/// Open a connection to `addr`; its read half is served like an accepted
-/// connection's, and its end is the channel's closed signal.
+/// Open a connection to `addr` (TLS when `tls` is given); its read half is
+/// served like an accepted connection's, and its end is the channel's
+/// closed signal.
 pub(crate) async fn connect<H: Header>(
     core: Arc<Core<H>>,
     addr: SocketAddr,
     notsent_lowat: Option<u32>,
+    tls: Option<TlsSettings>,
 ) -> Result<(TcpLink, ClosedSignal), String> {
     let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     let _ = stream.set_nodelay(true);
     if let Some(b) = notsent_lowat {
         set_notsent_lowat(&stream, b);
     }
-    let acked_base = bytes_acked(&stream);
-    let (rd, wr) = stream.into_split();
+    let acks = bytes_acked(&stream).and_then(|base| {
+        let socket = socket2::SockRef::from(&stream).try_clone().ok()?;
+        Some(AckReader { socket: Arc::new(socket), base, marks: Arc::default() })
+    });
+    let on_wire = Arc::new(AtomicU64::new(0));
+    let counted = Counted { inner: stream, written: on_wire.clone() };
+    let (rd, wr): (Reader, Writer) = match tls {
+        Some(tls) => {
+            // The error names the peer and, if we refused it, its key.
+            let (stream, _key) = tls.connect(counted, addr).await.map_err(|e| e.to_string())?;
+            let (rd, wr) = tokio::io::split(stream);
+            (Box::new(rd), Box::new(wr))
+        }
+        None => {
+            let (rd, wr) = tokio::io::split(counted);
+            (Box::new(rd), Box::new(wr))
+        }
+    };
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         match serve(core, rd).await {
@@ -158,21 +271,54 @@ pub(crate) async fn connect<H: Header>(
             Err(_) => std::future::pending().await,
         }
     });
-    Ok((TcpLink { wr, acked_base, written: 0 }, closed))
+    Ok((TcpLink { wr, on_wire, acks, written: 0 }, closed))
 }
 
-/// Accept connections until the node shuts down.
-pub(crate) async fn accept_loop<H: Header>(core: Arc<Core<H>>, listener: TcpListener) {
+/// TLS handshakes an accepting node runs at once. Each holds a socket and
+/// rustls's buffers (tens of KiB) for at most the handshake timeout
+/// (`NodeConfig::connect_timeout`); beyond this many, new connections wait
+/// in the kernel's backlog, so a flood of silent or hostile clients costs
+/// bounded memory while established channels keep running.
+const MAX_PENDING_HANDSHAKES: usize = 256;
+
+/// Accept connections until the node shuts down; under TLS each handshake
+/// runs in its connection's task (at most [`MAX_PENDING_HANDSHAKES`] at
+/// once), so a slow or hostile client holds up no one else.
+pub(crate) async fn accept_loop<H: Header>(core: Arc<Core<H>>, listener: TcpListener, tls: Option<TlsSettings>) {
     let mut shutdown = core.shutdown.clone();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
     loop {
+        let slot = tokio::select! {
+            // The semaphore is never closed.
+            s = Arc::clone(&slots).acquire_owned() => match s { Ok(s) => s, Err(_) => return },
+            _ = crate::node::stopped(&mut shutdown) => return,
+        };
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
                     tracing::trace!(%peer, "tcp connection accepted");
-                    let (rd, wr) = stream.into_split();
                     let core = core.clone();
+                    let tls = tls.clone();
                     tokio::spawn(async move {
+                        let (rd, wr): (Reader, Writer) = match tls {
+                            Some(tls) => match tls.accept_from(stream, peer).await {
+                                Ok((stream, _key)) => {
+                                    let (rd, wr) = tokio::io::split(stream);
+                                    (Box::new(rd), Box::new(wr))
+                                }
+                                Err(e) => {
+                                    // An unknown or changed key, no key, or not TLS: nothing kept.
+                                    tracing::info!(%peer, error = %e, "tcp connection refused");
+                                    return;
+                                }
+                            },
+                            None => {
+                                let (rd, wr) = stream.into_split();
+                                (Box::new(rd), Box::new(wr))
+                            }
+                        };
+                        drop(slot);
                         // This node sends over connections it opened
                         // itself, so each direction's FIFO order depends
                         // on one connection only; the write half is held
@@ -204,7 +350,7 @@ enum Ended {
 
 /// Read frames until the connection ends (or breaks the framing, or the
 /// node shuts down).
-async fn serve<H: Header>(core: Arc<Core<H>>, rd: OwnedReadHalf) -> Ended {
+async fn serve<H: Header>(core: Arc<Core<H>>, rd: Reader) -> Ended {
     let mut rd = BufReader::with_capacity(256 << 10, rd);
     let mut shutdown = core.shutdown.clone();
     loop {

@@ -1,4 +1,12 @@
 //! UDP: one frame per datagram, no channel, no order, at most once.
+//!
+//! The node's one unauthenticated transport (issue 17 item 4 allows it if
+//! documented and off by default): datagrams are neither encrypted nor
+//! authenticated, so anyone on the path reads them and anyone who can reach
+//! the port can inject a message with any header. It runs only when
+//! `NodeConfig::allow_unauthenticated_udp` is set (or the node runs
+//! `InsecureNoAuth`). Applications that need authenticated unreliable
+//! messages use Braid or Exon instead.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -5,9 +5,11 @@ use std::time::Duration;
 use braid_node::data::{DataConfig, DataInterceptor, FlowConfig, LearnerConfig, PolicyConfig, Ratio, SelectionConfig};
 use braid_node::{BasicAddress, BasicHeader, Header, Message, Node, NodeConfig, Transport};
 
+mod common;
+
 async fn pair() -> (Node<BasicHeader>, Node<BasicHeader>) {
-    let a = Node::bind("127.0.0.1:0".parse().unwrap(), NodeConfig::default()).await.unwrap();
-    let b = Node::bind("127.0.0.1:0".parse().unwrap(), NodeConfig::default()).await.unwrap();
+    let a = Node::bind("127.0.0.1:0".parse().unwrap(), common::base()).await.unwrap();
+    let b = Node::bind("127.0.0.1:0".parse().unwrap(), common::base()).await.unwrap();
     (a, b)
 }
 
@@ -92,11 +94,11 @@ async fn the_learner_runs_episodes_on_a_live_stream() {
 /// shared channel it would wait behind the stalled stream forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_messages_do_not_queue_behind_a_stalled_stream() {
-    let a: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse().unwrap(), NodeConfig::default()).await.unwrap();
+    let a: Node<BasicHeader> = Node::bind("127.0.0.1:0".parse().unwrap(), common::base()).await.unwrap();
     // A receiver that reads nothing and queues at most 4 messages: the
     // stream backs up into the kernels and then into the sending node.
     let b: Node<BasicHeader> =
-        Node::bind("127.0.0.1:0".parse().unwrap(), NodeConfig { recv_queue: 4, ..Default::default() }).await.unwrap();
+        Node::bind("127.0.0.1:0".parse().unwrap(), NodeConfig { recv_queue: 4, ..common::base() }).await.unwrap();
     let cfg = DataConfig { policy: PolicyConfig::Static(Ratio::new(0, 1)), ..Default::default() };
     let data = std::sync::Arc::new(DataInterceptor::new(a.clone(), cfg).unwrap());
     let h = BasicHeader::new(BasicAddress::new(a.local_addr()), BasicAddress::new(b.local_addr()), Transport::Data);

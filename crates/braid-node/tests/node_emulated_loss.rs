@@ -10,6 +10,8 @@ use std::time::Duration;
 use braid_node::{BasicAddress, BasicHeader, Message, MessageType, Node, NodeConfig, Transport};
 use serde::{Deserialize, Serialize};
 
+mod common;
+
 #[derive(Serialize, Deserialize)]
 struct Seq(u32, Vec<u8>);
 impl MessageType for Seq {
@@ -46,7 +48,7 @@ fn tcp_and_braid_stay_fifo_and_complete_udp_loses_without_duplicates() {
         .in_host("b", move || {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
             rt.block_on(async move {
-                let b: Node<BasicHeader> = Node::bind(SocketAddr::new(p.b_addr.into(), 0), NodeConfig::default()).await.unwrap();
+                let b: Node<BasicHeader> = Node::bind(SocketAddr::new(p.b_addr.into(), 0), common::base()).await.unwrap();
                 tx.send(b.local_addr()).unwrap();
                 let mut per: Vec<Vec<u32>> = vec![Vec::new(); 3];
                 // Reliable transports deliver 2 × N; UDP some of N. Stop
@@ -68,7 +70,7 @@ fn tcp_and_braid_stay_fifo_and_complete_udp_loses_without_duplicates() {
         .in_host("a", move || {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
             rt.block_on(async move {
-                let a: Node<BasicHeader> = Node::bind(SocketAddr::new(p.a_addr.into(), 0), NodeConfig::default()).await.unwrap();
+                let a: Node<BasicHeader> = Node::bind(SocketAddr::new(p.a_addr.into(), 0), common::base()).await.unwrap();
                 for t in [Transport::Udp, Transport::Tcp, Transport::Braid] {
                     let h = BasicHeader::new(BasicAddress::new(a.local_addr()), BasicAddress::new(b_addr), t);
                     for n in 0..N {
@@ -104,7 +106,7 @@ fn exon_delivers_exactly_once_unordered_nothing_lost() {
         .build()
         .expect("testbed");
     let p = tb.layout().paths[0].clone();
-    let cfg = || NodeConfig { transports: vec![Transport::Exon], ..Default::default() };
+    let cfg = || NodeConfig { transports: vec![Transport::Exon], ..common::base() };
     let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
     let receiver = tb
         .in_host("b", move || {

@@ -10,6 +10,8 @@ use braid_node::{
 };
 use serde::{Deserialize, Serialize};
 
+mod common;
+
 #[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
 struct Seq {
     n: u32,
@@ -46,7 +48,7 @@ async fn recv(n: &Node<BasicHeader>) -> Message<BasicHeader> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping_pong_over_each_transport_with_notifications() {
-    let all = NodeConfig { transports: vec![Transport::Udp, Transport::Tcp, Transport::Braid, Transport::Exon], ..Default::default() };
+    let all = NodeConfig { transports: vec![Transport::Udp, Transport::Tcp, Transport::Braid, Transport::Exon], ..common::base() };
     let a = node(all.clone()).await;
     let b = node(all).await;
     for t in [Transport::Udp, Transport::Tcp, Transport::Braid, Transport::Exon] {
@@ -73,8 +75,8 @@ async fn ping_pong_over_each_transport_with_notifications() {
 }
 
 async fn fifo(t: Transport) {
-    let a = node(NodeConfig::default()).await;
-    let b = node(NodeConfig::default()).await;
+    let a = node(common::base()).await;
+    let b = node(common::base()).await;
     let h = BasicHeader::new(addr(&a), addr(&b), t);
     const N: u32 = 3000;
     let sender = {
@@ -109,8 +111,8 @@ async fn braid_is_fifo_per_destination() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udp_refuses_messages_above_one_datagram() {
-    let a = node(NodeConfig { udp_max_datagram: 1200, ..Default::default() }).await;
-    let b = node(NodeConfig::default()).await;
+    let a = node(NodeConfig { udp_max_datagram: 1200, ..common::base() }).await;
+    let b = node(common::base()).await;
     let h = BasicHeader::new(addr(&a), addr(&b), Transport::Udp);
     let err = a.send(Message::raw(h.clone(), vec![0u8; 1200])).await.unwrap_err();
     match err {
@@ -121,15 +123,15 @@ async fn udp_refuses_messages_above_one_datagram() {
     a.send(Message::raw(h, vec![0u8; 1000])).await.unwrap();
     assert_eq!(recv(&b).await.raw_bytes().unwrap().len(), 1000);
     // The largest IPv4 datagram is the default limit.
-    let a = node(NodeConfig::default()).await;
+    let a = node(common::base()).await;
     let h = BasicHeader::new(addr(&a), addr(&b), Transport::Udp);
     assert!(matches!(a.send(Message::raw(h, vec![0u8; 65_507])).await, Err(SendError::TooLarge { .. })));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udp_is_at_most_once_under_loss() {
-    let a = node(NodeConfig { udp_loss: Some(UdpLoss { rate: 0.3, seed: 5 }), ..Default::default() }).await;
-    let b = node(NodeConfig::default()).await;
+    let a = node(NodeConfig { udp_loss: Some(UdpLoss { rate: 0.3, seed: 5 }), ..common::base() }).await;
+    let b = node(common::base()).await;
     let h = BasicHeader::new(addr(&a), addr(&b), Transport::Udp);
     const N: u32 = 2000;
     for n in 0..N {
@@ -155,8 +157,8 @@ async fn udp_is_at_most_once_under_loss() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn channels_open_on_first_use_and_close_when_idle() {
     let idle = Duration::from_millis(300);
-    let a = node(NodeConfig { idle_timeout: idle, ..Default::default() }).await;
-    let b = node(NodeConfig::default()).await;
+    let a = node(NodeConfig { idle_timeout: idle, ..common::base() }).await;
+    let b = node(common::base()).await;
     for t in [Transport::Tcp, Transport::Braid] {
         let h = BasicHeader::new(addr(&a), addr(&b), t);
         let before = a.stats();
@@ -182,7 +184,7 @@ async fn channels_open_on_first_use_and_close_when_idle() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_wait_for_their_channel_and_fail_if_it_cannot_open() {
-    let a = node(NodeConfig { connect_timeout: Duration::from_millis(500), ..Default::default() }).await;
+    let a = node(NodeConfig { connect_timeout: Duration::from_millis(500), ..common::base() }).await;
     // A base address where nothing answers, held by this test so that no
     // other test can take its ports meanwhile.
     let (dead, _holders) = silent_address();
@@ -225,8 +227,8 @@ fn silent_address() -> (BasicAddress, (socket2::Socket, std::net::UdpSocket)) {
 /// delivered twice, each receiver sees increasing numbers, and the sender
 /// learns which messages failed.
 async fn at_most_once_across_failure(t: Transport) {
-    let a = node(NodeConfig { connect_timeout: Duration::from_millis(500), ..Default::default() }).await;
-    let b = node(NodeConfig::default()).await;
+    let a = node(NodeConfig { connect_timeout: Duration::from_millis(500), ..common::base() }).await;
+    let b = node(common::base()).await;
     let b_addr = b.local_addr();
     let h = BasicHeader::new(addr(&a), BasicAddress::new(b_addr), t);
     let mut notes = Vec::new();
@@ -253,7 +255,7 @@ async fn at_most_once_across_failure(t: Transport) {
     })
     .await
     .expect("channel to the closed node not retired");
-    let b2: Node<BasicHeader> = Node::bind(b_addr, NodeConfig::default()).await.expect("rebind");
+    let b2: Node<BasicHeader> = Node::bind(b_addr, common::base()).await.expect("rebind");
     for n in 400..600u32 {
         notes.push(a.send_notify(Message::typed(h.clone(), Seq { n, pad: vec![] })).await.unwrap());
     }
@@ -300,7 +302,7 @@ async fn braid_is_at_most_once_across_a_connection_failure() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vnodes_on_one_host_exchange_unserialized_messages() {
-    let n = node(NodeConfig::default()).await;
+    let n = node(common::base()).await;
     let v1 = n.vnode(VnodeId(1)).unwrap();
     let v2 = n.vnode(VnodeId(2)).unwrap();
     assert!(matches!(n.vnode(VnodeId(1)), Err(NodeError::VnodeTaken(VnodeId(1)))));
@@ -323,8 +325,8 @@ async fn vnodes_on_one_host_exchange_unserialized_messages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vnodes_across_hosts_are_routed_by_id() {
-    let a = node(NodeConfig::default()).await;
-    let b = node(NodeConfig::default()).await;
+    let a = node(common::base()).await;
+    let b = node(common::base()).await;
     let b7 = b.vnode(VnodeId(7)).unwrap();
     for t in [Transport::Udp, Transport::Tcp, Transport::Braid] {
         let h = BasicHeader::new(addr(&a), addr(&b).with_vnode(VnodeId(7)), t);
@@ -351,7 +353,7 @@ async fn multi_hop_route_listing_5() {
     let nodes: Vec<Node<RoutingHeader>> = {
         let mut v = Vec::new();
         for _ in 0..3 {
-            v.push(Node::bind("127.0.0.1:0".parse().unwrap(), NodeConfig::default()).await.unwrap());
+            v.push(Node::bind("127.0.0.1:0".parse().unwrap(), common::base()).await.unwrap());
         }
         v
     };
@@ -377,8 +379,8 @@ async fn multi_hop_route_listing_5() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dispatcher_dispatches_received_messages_by_type() {
-    let a = node(NodeConfig::default()).await;
-    let b = node(NodeConfig::default()).await;
+    let a = node(common::base()).await;
+    let b = node(common::base()).await;
     let h = BasicHeader::new(addr(&a), addr(&b), Transport::Tcp);
     a.send(Message::typed(h.clone(), Ping(1))).await.unwrap();
     a.send(Message::typed(h.clone(), Pong(2))).await.unwrap();
@@ -400,7 +402,8 @@ async fn dispatcher_dispatches_received_messages_by_type() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_input_is_dropped_and_counted() {
-    let b = node(NodeConfig { max_frame_size: 1 << 20, ..Default::default() }).await;
+    // The framing under test is plain TCP's (under TLS, garbage fails the handshake: see node_security).
+    let b = node(NodeConfig { max_frame_size: 1 << 20, security: braid_node::NodeAuth::insecure(), ..common::base() }).await;
     let port = b.local_addr();
     let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     udp.send_to(b"\x01\xff\xff\xff\xff\x0fgarbage", port).await.unwrap();
@@ -419,25 +422,25 @@ async fn malformed_input_is_dropped_and_counted() {
     .await
     .unwrap_or_else(|_| panic!("counted {:?}", b.stats()));
     // The node still works.
-    let a = node(NodeConfig::default()).await;
+    let a = node(NodeConfig { security: braid_node::NodeAuth::insecure(), ..common::base() }).await;
     a.send(Message::raw(BasicHeader::new(addr(&a), addr(&b), Transport::Tcp), &b"ok"[..])).await.unwrap();
     assert_eq!(&recv(&b).await.raw_bytes().unwrap()[..], b"ok");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_configurations_and_transports_say_why() {
-    let e = Node::<BasicHeader>::bind("127.0.0.1:0".parse().unwrap(), NodeConfig { transports: vec![Transport::Data], ..Default::default() })
+    let e = Node::<BasicHeader>::bind("127.0.0.1:0".parse().unwrap(), NodeConfig { transports: vec![Transport::Data], ..common::base() })
         .await
         .unwrap_err();
     assert!(e.to_string().contains("data"), "{e}");
-    let e = Node::<BasicHeader>::bind("0.0.0.0:0".parse().unwrap(), NodeConfig::default()).await.unwrap_err();
+    let e = Node::<BasicHeader>::bind("0.0.0.0:0".parse().unwrap(), common::base()).await.unwrap_err();
     assert!(matches!(e, NodeError::UnspecifiedAddress(_)));
-    let e = Node::<BasicHeader>::bind("127.0.0.1:0".parse().unwrap(), NodeConfig { channel_queue: 0, ..Default::default() })
+    let e = Node::<BasicHeader>::bind("127.0.0.1:0".parse().unwrap(), NodeConfig { channel_queue: 0, ..common::base() })
         .await
         .unwrap_err();
     assert!(e.to_string().contains("channel_queue"), "{e}");
-    let a = node(NodeConfig { transports: vec![Transport::Tcp], ..Default::default() }).await;
-    let b = node(NodeConfig::default()).await;
+    let a = node(NodeConfig { transports: vec![Transport::Tcp], ..common::base() }).await;
+    let b = node(common::base()).await;
     for (t, want) in [
         (Transport::Exon, SendError::TransportDisabled(Transport::Exon)),
         (Transport::Udp, SendError::TransportDisabled(Transport::Udp)),
@@ -450,14 +453,14 @@ async fn refused_configurations_and_transports_say_why() {
     let port = b.local_addr().port();
     b.close().await;
     drop(b);
-    let c: Node<BasicHeader> = Node::bind(format!("127.0.0.1:{port}").parse().unwrap(), NodeConfig::default()).await.unwrap();
+    let c: Node<BasicHeader> = Node::bind(format!("127.0.0.1:{port}").parse().unwrap(), common::base()).await.unwrap();
     assert_eq!(c.local_addr().port(), port);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_delivered_means_the_peer_kernel_acknowledged_not_that_the_app_read() {
-    let a = node(NodeConfig::default()).await;
-    let b = node(NodeConfig::default()).await;
+    let a = node(common::base()).await;
+    let b = node(common::base()).await;
     // b never calls recv for these until every notification resolved:
     // the bytes sit in b's receive path, acknowledged by its kernel.
     let mut notes = Vec::new();
@@ -483,7 +486,8 @@ async fn tcp_to_a_silent_peer_is_sent_but_never_delivered() {
     // `Sent`.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let a = node(NodeConfig { transports: vec![Transport::Tcp], ..Default::default() }).await;
+    // A plain TCP listener: the node runs without TLS here (node_security has the TLS variant).
+    let a = node(NodeConfig { transports: vec![Transport::Tcp], security: braid_node::NodeAuth::insecure(), ..common::base() }).await;
     let dst = BasicAddress::new(format!("127.0.0.1:{port}").parse().unwrap());
     let mut last = None;
     let sender = a.clone();
@@ -516,7 +520,7 @@ async fn tcp_to_a_silent_peer_is_sent_but_never_delivered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exon_delivers_each_message_exactly_once_with_notifications() {
-    let cfg = NodeConfig { transports: vec![Transport::Exon], ..Default::default() };
+    let cfg = NodeConfig { transports: vec![Transport::Exon], ..common::base() };
     let a = node(cfg.clone()).await;
     let b = node(cfg).await;
     const N: u32 = 300;

@@ -933,6 +933,23 @@ impl Endpoint {
         self.connections.get_mut(&conn).map(|c| c.take_prints()).unwrap_or_default()
     }
 
+    /// Keeps (or stops keeping) a record of every packet `conn` sends with
+    /// stream data: its path, packet number and stream ranges, taken before
+    /// the packet is sealed (for [`Endpoint::take_sent_packets`]). Meant for
+    /// simulations and tests that ask which path carried which bytes: on an
+    /// encrypted connection the wire no longer tells.
+    pub fn capture_sent_packets(&mut self, conn: ConnectionHandle, on: bool) -> Result<(), PathError> {
+        let c = self.connections.get_mut(&conn).ok_or(PathError::UnknownConnection)?;
+        c.capture_sent(on);
+        Ok(())
+    }
+
+    /// The packets captured since the last call, in the order they were
+    /// sent.
+    pub fn take_sent_packets(&mut self, conn: ConnectionHandle) -> Vec<crate::SentPacketInfo> {
+        self.connections.get_mut(&conn).map(|c| c.take_sent()).unwrap_or_default()
+    }
+
     /// Handles of all connections held.
     pub fn connections(&self) -> Vec<ConnectionHandle> {
         let mut v: Vec<_> = self.connections.keys().copied().collect();

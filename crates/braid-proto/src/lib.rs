@@ -84,4 +84,4 @@ pub use crypto::{AcceptAnyKey, CipherSuite, Credentials, PeerVerifier, Security}
 pub use endpoint::{
     CloseReason, ConnectError, ConnectionHandle, Endpoint, Event, PathError, RecvError, SendError, Transmit,
 };
-pub use stats::{ConnectionStats, EndpointStats, PathInfo};
+pub use stats::{ConnectionStats, EndpointStats, PathInfo, SentPacketInfo};

@@ -104,6 +104,21 @@ pub struct ConnectionStats {
     pub scheduler_refused_pushes: u64,
 }
 
+/// One packet as it left, before sealing: what an observer of an
+/// unencrypted wire would have read (see
+/// [`crate::Endpoint::capture_sent_packets`]). Simulations and tests use it
+/// to see which stream bytes each path carried, which the sealed packets no
+/// longer show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentPacketInfo {
+    /// The path's id on the wire.
+    pub path_id: u32,
+    /// Its packet number on that path.
+    pub pn: u64,
+    /// The stream bytes its DATA frames carried (adjacent ranges merged).
+    pub data: Vec<std::ops::Range<u64>>,
+}
+
 /// One path of a connection (see [`crate::Endpoint::paths`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PathInfo {

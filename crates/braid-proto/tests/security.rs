@@ -111,6 +111,29 @@ fn peers_learn_each_others_keys_and_agree_on_a_suite() {
     assert_eq!(net.a.cipher_suite(conn), net.b.cipher_suite(server));
 }
 
+/// A path that duplicates the client's first Initial makes the server send
+/// two RETRYs; the second, arriving after the client answered the first,
+/// must not restart the client's Noise handshake (the server completes the
+/// first one). Found by the simulator's random-link campaign.
+#[test]
+fn a_duplicated_initial_and_its_second_retry_do_not_stall_the_handshake() {
+    for lag_ms in [1, 5, 15, 25] {
+        let mut net = Net::new(3, TransportConfig::default());
+        net.capture = true;
+        let conn = net.a.connect(net.now, addr(B)).unwrap();
+        net.flush();
+        let (_, first) = net.captured.iter().find(|(to_b, _)| *to_b).cloned().unwrap();
+        // The copy arrives `lag_ms` after the original.
+        let at = net.now + net.delay + Duration::from_millis(lag_ms);
+        net.in_flight.insert((at, u64::MAX), (true, addr(A), first));
+        let done = net.run_until(Duration::from_secs(5), |n| n.a.is_established(conn) && n.accepted().is_some());
+        assert!(done, "lag {lag_ms} ms: not established, client stats {:?}", net.a.connection_stats(conn));
+        let server = net.accepted().unwrap();
+        let msgs: Vec<Bytes> = (0..20).map(|i| message(i, 3000)).collect();
+        same(&deliver(&mut net, conn, server, &msgs), &msgs);
+    }
+}
+
 #[test]
 fn a_forged_close_does_nothing() {
     let mut net = Net::new(2, TransportConfig::default());

@@ -19,7 +19,8 @@
 //!
 //! * [`protocol`]: the framed wire messages (postcard; total decoding).
 //! * [`plan`]: how a manifest is cut into chunks (small files bundled), identically on both ends.
-//! * [`transport`]: the byte streams (kernel TCP by default, with `TCP_INFO` loss counters).
+//! * [`transport`]: the byte streams (kernel TCP by default, with `TCP_INFO` loss counters);
+//!   [`tls`]: the same over TLS 1.3, both ends authenticated by their Braid identities.
 //! * [`mod@send`] and [`receive`]: the sender's read and network pools and the receiver's write
 //!   pool, tuned per probe interval; [`journal`]: the receiver's resume journal.
 //! * [`pool`]: resizable worker slots and the busy-time stage meter.
@@ -37,6 +38,7 @@ pub mod protocol;
 pub mod receive;
 pub mod send;
 pub mod staging;
+pub mod tls;
 pub mod transport;
 pub mod tuner;
 

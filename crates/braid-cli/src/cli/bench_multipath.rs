@@ -76,6 +76,11 @@ pub struct BenchMultipathArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Run Braid without authentication or encryption (the bare protocol;
+    /// by default each end has a fresh identity pinned to the other's).
+    /// The JSON's `encrypted` says which.
+    #[arg(long)]
+    insecure_no_auth: bool,
 }
 
 fn parse_gap(s: &str) -> Result<Duration, String> {
@@ -153,6 +158,7 @@ fn path_params(paths: &[LinkSpec]) -> Experiment {
 /// experiment per scheduler.
 fn experiments(args: &BenchMultipathArgs, plan: &Plan) -> Vec<Experiment> {
     let datagram = ("max_datagram_size".to_string(), Value::Int(i64::from(plan.datagram)));
+    let encrypted = ("encrypted".to_string(), Value::Bool(!args.insecure_no_auth));
     let mut out = Vec::new();
     if !args.no_goodput {
         let mut e: Experiment = vec![
@@ -161,6 +167,7 @@ fn experiments(args: &BenchMultipathArgs, plan: &Plan) -> Vec<Experiment> {
             ("secs".into(), Value::Duration(args.secs)),
             ("warmup".into(), Value::Duration(args.warmup)),
             datagram.clone(),
+            encrypted.clone(),
         ];
         e.extend(path_params(&plan.paths));
         out.push(e);
@@ -173,6 +180,7 @@ fn experiments(args: &BenchMultipathArgs, plan: &Plan) -> Vec<Experiment> {
             ("flows".into(), Value::Int(i64::from(args.flows))),
             ("gap".into(), Value::Duration(args.gap)),
             datagram.clone(),
+            encrypted.clone(),
         ];
         e.extend(path_params(&plan.fct_paths));
         out.push(e);
@@ -225,6 +233,7 @@ pub async fn run(args: BenchMultipathArgs) -> anyhow::Result<Outcome> {
         max_datagram_size: plan.datagram,
         fct_paths: plan.fct_paths.iter().map(LinkSpec::to_string).collect(),
         fct_bytes: plan.fct_bytes,
+        encrypted: !args.insecure_no_auth,
     };
     let report = MultipathReport::new(&settings, goodput.as_ref(), &fct);
     if args.json {
@@ -242,6 +251,7 @@ fn render(t: &braid_lab::analysis::table::Table) -> String {
 }
 
 fn print_text(r: &MultipathReport) {
+    emit(if r.encrypted { "braid authenticated and encrypted" } else { "braid NOT encrypted (--insecure-no-auth)" });
     if !r.goodput.is_empty() {
         emit(&format!("goodput over {}", r.paths.join(" + ")));
         emit(&render(&r.goodput_table()));

@@ -105,6 +105,11 @@ pub struct BenchPriorityArgs {
     /// rows, as `braid sim priority --grid --json`).
     #[arg(long)]
     json: bool,
+    /// Run the Braid flows without authentication or encryption (the bare
+    /// protocol; by default each end has a fresh identity pinned to the
+    /// other's). The JSON's `encrypted` says which.
+    #[arg(long)]
+    insecure_no_auth: bool,
     #[command(flatten)]
     grid: GridArgs,
 }
@@ -162,6 +167,7 @@ fn experiments(args: &BenchPriorityArgs) -> anyhow::Result<Vec<Vec<(String, Valu
         ("tcp".into(), Value::Enum(tcp.into())),
         ("ledbat".into(), Value::Enum(args.ledbat.name().into())),
         ("params".into(), Value::String(priority::format_cc_params(&args.params))),
+        ("encrypted".into(), Value::Bool(!args.insecure_no_auth)),
     ];
     match args.duration {
         Some(d) => common.push(("duration".into(), Value::Duration(d))),
@@ -217,7 +223,12 @@ pub async fn run(args: BenchPriorityArgs) -> anyhow::Result<Outcome> {
     }
     let checks = priority_sim::checks(&reports, target_ms);
     if args.json {
-        let v = serde_json::json!({ "scenario": args.scenario, "reports": reports, "checks": checks });
+        let v = serde_json::json!({
+            "scenario": args.scenario,
+            "encrypted": !args.insecure_no_auth,
+            "reports": reports,
+            "checks": checks,
+        });
         emit(&serde_json::to_string(&v)?);
     } else {
         let mut text: Vec<String> = reports.iter().map(super::sim_priority::render).collect();
@@ -236,6 +247,7 @@ async fn run_grid(args: BenchPriorityArgs) -> anyhow::Result<Outcome> {
     let mut extra = vec![
         ("ledbat", Value::Enum(args.ledbat.name().into())),
         ("params", Value::String(priority::format_cc_params(&args.params))),
+        ("encrypted", Value::Bool(!args.insecure_no_auth)),
     ];
     if let Some(bin) = args.bin {
         extra.push(("bin", Value::Duration(bin)));

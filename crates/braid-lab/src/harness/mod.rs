@@ -6,5 +6,6 @@
 
 pub mod priority_sim;
 pub mod sim_cellular;
+pub mod sim_endpoints;
 pub mod sim_multipath;
 pub mod sim_transfer;

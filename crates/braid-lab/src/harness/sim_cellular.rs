@@ -27,7 +27,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use braid_core::Instant;
+use braid_core::{splitmix64, Instant};
+use super::sim_endpoints::seeded_pair;
 use braid_link::{LinkSpec, LinkStats};
 use braid_proto::{CcAlgorithm, ConnectError, ConnectionHandle, Endpoint, EndpointConfig, Event, TransportConfig};
 use braid_sim::nodes::{EchoNode, PingNode};
@@ -180,14 +181,11 @@ pub fn run_with_progress(
         idle_timeout: cfg.duration,
         ..TransportConfig::default()
     };
-    let server = Endpoint::new(
-        EndpointConfig { accept_incoming: true, transport: transport.clone(), ..EndpointConfig::default() },
-        splitmix64(cfg.seed ^ 0x5e5e),
-    );
     let client_transport = transport.clone();
-    let mut client = Endpoint::new(
+    let (server, mut client) = seeded_pair(
+        cfg.seed,
+        EndpointConfig { accept_incoming: true, transport: transport.clone(), ..EndpointConfig::default() },
         EndpointConfig { accept_incoming: false, transport, ..EndpointConfig::default() },
-        splitmix64(cfg.seed ^ 0xc1c1),
     );
     let mut conns = vec![client.connect(Instant::ZERO, server_addr)?];
     if let Some(cc) = cfg.competitor {
@@ -284,13 +282,6 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
-/// SplitMix64, to derive independent seeds from one.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// What runs on a host beside its endpoint.
 enum Side {

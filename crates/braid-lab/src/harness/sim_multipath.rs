@@ -29,6 +29,7 @@
 //! ```
 
 use braid_core::splitmix64;
+use super::sim_endpoints::seeded_pair;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::Range;
@@ -36,13 +37,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use braid_core::Instant;
-use braid_link::{LinkSpec, LinkStats};
+use braid_link::{Direction, LinkSpec, LinkStats};
 use braid_progmp::{builtin, Program, Register};
-use braid_proto::wire::{self, Frame, Packet};
+use braid_proto::wire;
 use braid_proto::{
     CcAlgorithm, ConnectionHandle, ConnectionStats, Endpoint, EndpointConfig, Event, PathInfo, TransportConfig,
 };
-use braid_sim::{Datagram, Node, SimError, Simulator};
+use braid_sim::{Datagram, Node, SimError, Simulator, IPV4_UDP_OVERHEAD};
 
 use super::sim_transfer::WallClock;
 use bytes::Bytes;
@@ -60,6 +61,20 @@ pub struct PathSpec {
     pub backup: bool,
     /// Open it when the connection is established (path 0 always is).
     pub open_at_start: bool,
+}
+
+/// Braid's largest UDP payload on `paths`: the smallest path MTU (1500
+/// where a link sets none) less 28 bytes of IPv4 and UDP headers, at least
+/// the protocol's minimum. What path-MTU discovery finds, and what the
+/// emulator's multipath template uses, so both measure the same packets.
+fn path_datagram(paths: &[PathSpec]) -> u16 {
+    let mtu = paths
+        .iter()
+        .flat_map(|p| [Direction::AToB, Direction::BToA].map(|d| p.link.params(d).mtu.unwrap_or(1500)))
+        .min()
+        .unwrap_or(1500);
+    let datagram = u16::try_from(mtu.saturating_sub(IPV4_UDP_OVERHEAD as u32)).unwrap_or(u16::MAX);
+    datagram.max(TransportConfig::MIN_DATAGRAM_SIZE)
 }
 
 /// A scripted action.
@@ -499,21 +514,13 @@ impl ClientApp {
         }
     }
 
-    fn record(&mut self, now: Instant, src: SocketAddr, datagram: &[u8]) {
-        let Ok(packet) = Packet::decode(Bytes::copy_from_slice(datagram)) else { return };
-        let ranges: Vec<Range<u64>> = packet
-            .frames()
-            .filter_map(|f| match f {
-                Frame::Data { offset, data, .. } => Some(offset..offset + data.len() as u64),
-                _ => None,
-            })
-            .collect();
-        if ranges.is_empty() {
-            return;
-        }
+    /// Notes the packets the endpoint just sent from `src` (captured before
+    /// sealing: the wire is encrypted).
+    fn record(&mut self, now: Instant, src: SocketAddr, endpoint: &mut Endpoint) {
         let path = self.ips.iter().position(|ip| *ip == src.ip()).unwrap_or(0);
-        let h = &packet.header;
-        self.transmissions.push(Transmission { at: now, path, path_id: h.path_id, pn: h.pn, ranges });
+        for p in endpoint.take_sent_packets(self.conn) {
+            self.transmissions.push(Transmission { at: now, path, path_id: p.path_id, pn: p.pn, ranges: p.data });
+        }
     }
 }
 
@@ -631,7 +638,7 @@ impl Node for Host {
         let t = t?;
         let src = t.source.unwrap_or(self.primary);
         if let Role::Client(c) = &mut self.role {
-            c.record(now, src, &self.buf[..t.size]);
+            c.record(now, src, &mut self.endpoint);
         }
         Some(Datagram { src, dst: t.destination, payload: Bytes::copy_from_slice(&self.buf[..t.size]) })
     }
@@ -673,16 +680,18 @@ pub fn run(s: &Scenario) -> Result<ScenarioReport, ScenarioError> {
         congestion_control: s.cc,
         handshake_timeout: s.time_limit,
         idle_timeout: s.time_limit,
+        max_datagram_size: path_datagram(&s.paths),
         ..TransportConfig::default()
     };
-    let mut client = Endpoint::new(
+    let (server, mut client) = seeded_pair(
+        s.seed,
+        EndpointConfig { transport: transport.clone(), ..EndpointConfig::default() },
         EndpointConfig { accept_incoming: false, transport: transport.clone(), ..EndpointConfig::default() },
-        splitmix64(s.seed ^ 0xc1c1),
     );
-    let server = Endpoint::new(EndpointConfig { transport: transport.clone(), ..EndpointConfig::default() }, splitmix64(s.seed ^ 0x5e5e));
     let conn = client.connect_with(Instant::ZERO, server_addr(0), transport).map_err(transport_error)?;
     client.set_scheduler(conn, s.scheduler.clone()).map_err(transport_error)?;
     client.capture_scheduler_prints(conn, true).map_err(transport_error)?;
+    client.capture_sent_packets(conn, true).map_err(transport_error)?;
     for (i, p) in s.paths.iter().enumerate().skip(1).filter(|(_, p)| p.open_at_start) {
         client.add_path(conn, Some(client_addr(i)), server_addr(i), p.backup).map_err(transport_error)?;
     }

@@ -28,7 +28,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use braid_core::Instant;
+use braid_core::{splitmix64, Instant};
+use super::sim_endpoints::seeded_pair;
 use braid_link::{Direction, LinkSpec, LinkStats};
 use braid_proto::{
     CcAlgorithm, CloseReason, ConnectError, ConnectionHandle, Endpoint, EndpointConfig, Event,
@@ -200,21 +201,10 @@ pub fn run_with_progress(
     let server_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 4_433);
 
     let transport = transport_config(cfg);
-    let server = Endpoint::new(
-        EndpointConfig {
-            accept_incoming: true,
-            transport: transport.clone(),
-            ..EndpointConfig::default()
-        },
-        splitmix64(cfg.seed ^ 0x5e5e),
-    );
-    let mut client = Endpoint::new(
-        EndpointConfig {
-            accept_incoming: false,
-            transport,
-            ..EndpointConfig::default()
-        },
-        splitmix64(cfg.seed ^ 0xc1c1),
+    let (server, mut client) = seeded_pair(
+        cfg.seed,
+        EndpointConfig { accept_incoming: true, transport: transport.clone(), ..EndpointConfig::default() },
+        EndpointConfig { accept_incoming: false, transport, ..EndpointConfig::default() },
     );
     let mut senders = Vec::with_capacity(cfg.flows);
     for flow in 0..cfg.flows {
@@ -367,14 +357,6 @@ fn mbps(bytes: u64, d: Duration) -> f64 {
     }
 }
 
-/// SplitMix64: a fast, well-mixed bijection used to derive seeds and the
-/// payload pattern.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// The pseudo-random payload of one flow: byte `i` is byte `i % 8` of
 /// `splitmix64(key ^ (i / 8) · φ)`, so any range can be produced or checked

@@ -33,6 +33,20 @@ impl Connection {
             return;
         }
         let (cookie, echo_timestamp_us) = (retry.cookie.clone(), retry.echo_timestamp_us);
+        // RFC 9000 §17.2.5.2: one RETRY per connection attempt. A later one
+        // is believed only if it answers an Initial that already carried
+        // the cookie (it echoes a timestamp from after the first RETRY): the
+        // server found that cookie expired. One answering an earlier
+        // Initial (a copy the path duplicated, or a resend the first RETRY
+        // overtook) would restart the Noise handshake with a new ephemeral
+        // key while the server completes the one it already has, and every
+        // Accept would then fail to open until the handshake timed out.
+        if let Some(taken) = self.retry_taken_us {
+            if echo_timestamp_us < taken {
+                return;
+            }
+        }
+        self.retry_taken_us = Some(self.timestamp_us(now));
         if let Some(credentials) = self.credentials.clone() {
             // Judge the server's key before sending anything that
             // identifies us.

@@ -127,6 +127,10 @@ pub(crate) struct Connection {
     // Authentication (see `crate::crypto`).
     /// Client: our identity and trust decision (`None`: insecure).
     credentials: Option<Arc<Credentials>>,
+    /// Client: when (on the clock of the timestamps packets echo) the
+    /// first RETRY was taken; a later one answering an older Initial is
+    /// stale.
+    retry_taken_us: Option<u64>,
     /// Client: randomness for the handshake's ephemeral key.
     handshake_seed: [u8; 32],
     /// Client: the handshake in flight (message 1 sent).
@@ -175,6 +179,9 @@ pub(crate) struct Connection {
     registers: [i64; 6],
     /// Keep the scheduler's `PRINT` lines for the application.
     capture_prints: bool,
+    /// Packets sent with stream data, kept for the application while
+    /// capturing (see [`crate::Endpoint::capture_sent_packets`]).
+    sent_capture: Option<Vec<crate::SentPacketInfo>>,
 
     // Receiving.
     recv: RecvStream,
@@ -266,6 +273,7 @@ impl Connection {
             peer_confirmed: side == Side::Client,
             credentials: None,
             handshake_seed: [0; 32],
+            retry_taken_us: None,
             client_handshake: None,
             accept_noise: Bytes::new(),
             protection: None,
@@ -290,6 +298,7 @@ impl Connection {
             mp: None,
             registers: [0; 6],
             capture_prints: false,
+            sent_capture: None,
             recv: RecvStream::new(config.receive_window, config.max_message_size),
             last_received: now,
             close_reason: None,

@@ -124,6 +124,14 @@ impl Connection {
         }
     }
 
+    pub(crate) fn capture_sent(&mut self, on: bool) {
+        self.sent_capture = if on { Some(self.sent_capture.take().unwrap_or_default()) } else { None };
+    }
+
+    pub(crate) fn take_sent(&mut self) -> Vec<crate::SentPacketInfo> {
+        self.sent_capture.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
     pub(crate) fn take_prints(&mut self) -> Vec<String> {
         match self.mp.as_mut().and_then(|mp| mp.prints.as_mut()) {
             Some(log) => log.drain(..).collect(),

@@ -355,6 +355,12 @@ impl Connection {
         control: bool,
         app_limited: bool,
     ) -> Option<Outgoing> {
+        if let Some(capture) = &mut self.sent_capture {
+            if ranges.first.is_some() {
+                let path = &self.paths[pi];
+                capture.push(crate::SentPacketInfo { path_id: path.id, pn: path.next_pn, data: ranges.iter().collect() });
+            }
+        }
         if let Some(protection) = &mut self.protection {
             protection.maybe_update(now, self.config.key_update_interval);
             let path = &self.paths[pi];

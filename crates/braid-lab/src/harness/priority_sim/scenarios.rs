@@ -165,6 +165,7 @@ impl ScenarioOptions {
             bin: self.at(1.0).max(Duration::from_millis(100)),
             probe_interval: Some(Duration::from_millis(20)),
             seed: self.seed,
+            encrypted: true,
             wall_deadline: None,
         }
     }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use braid::progmp::Program;
 use braid::{Connection, Endpoint, EndpointConfig};
+use braid_net::Security;
 use braid_emu::Testbed;
 use bytes::Bytes;
 
@@ -35,11 +36,31 @@ const REQUEST_BYTES: usize = 64;
 /// Longest a run may take beyond its planned length.
 const SLACK: Duration = Duration::from_secs(30);
 
-/// An endpoint whose datagrams are `datagram` bytes of UDP payload.
-fn endpoint_config(datagram: u16, accept_incoming: bool) -> EndpointConfig {
-    let mut config = EndpointConfig { accept_incoming, ..Default::default() };
-    config.transport.max_datagram_size = datagram;
-    config
+/// How the two Braid ends of a run are set up.
+#[derive(Debug, Clone, Copy)]
+pub struct BraidEnds {
+    /// Bytes of UDP payload per datagram.
+    pub datagram: u16,
+    /// Authenticated and encrypted (each end a fresh identity pinned to the
+    /// other's), or the bare protocol.
+    pub encrypted: bool,
+}
+
+impl BraidEnds {
+    /// The server's and the client's endpoint configuration.
+    fn configs(self) -> Result<(EndpointConfig, EndpointConfig)> {
+        let (server, client) = if self.encrypted {
+            braid_net::pinned_pair().map_err(|e| failed(e.to_string()))?
+        } else {
+            (Security::Insecure, Security::Insecure)
+        };
+        let config = |accept_incoming, security| {
+            let mut config = EndpointConfig { accept_incoming, security, ..Default::default() };
+            config.transport.max_datagram_size = self.datagram;
+            config
+        };
+        Ok((config(true, server), config(false, client)))
+    }
 }
 
 /// The (local, remote) pairs of every testbed path, to `port` on host b.
@@ -78,7 +99,7 @@ async fn all_paths_validated(conn: &Connection, n: usize) -> Result<()> {
 
 /// Start a server thread on host b; returns its port and join handle. The
 /// closure serves the one accepted connection.
-fn serve<T, F, Fut>(tb: &Testbed, program: Arc<Program>, datagram: u16, f: F) -> Result<(u16, std::thread::JoinHandle<Result<T>>)>
+fn serve<T, F, Fut>(tb: &Testbed, program: Arc<Program>, config: EndpointConfig, f: F) -> Result<(u16, std::thread::JoinHandle<Result<T>>)>
 where
     T: Send + 'static,
     F: FnOnce(Connection) -> Fut + Send + 'static,
@@ -90,7 +111,7 @@ where
         .in_host(&b, move || -> Result<T> {
             let rt = runtime()?;
             rt.block_on(async move {
-                let server = Endpoint::bind_with(wildcard(), endpoint_config(datagram, true)).context("binding the Braid server")?;
+                let server = Endpoint::bind_with(wildcard(), config).context("binding the Braid server")?;
                 let _ = tx.send(server.local_addr().port());
                 let conn = tokio::time::timeout(Duration::from_secs(10), server.accept())
                     .await
@@ -109,7 +130,7 @@ where
 
 /// Start the client thread on host a: connect over every path, pick the
 /// scheduler, wait for the paths, run `f`.
-fn client<T, F, Fut>(tb: &Testbed, port: u16, program: Arc<Program>, datagram: u16, f: F) -> Result<std::thread::JoinHandle<Result<T>>>
+fn client<T, F, Fut>(tb: &Testbed, port: u16, program: Arc<Program>, config: EndpointConfig, f: F) -> Result<std::thread::JoinHandle<Result<T>>>
 where
     T: Send + 'static,
     F: FnOnce(Connection) -> Fut + Send + 'static,
@@ -120,7 +141,7 @@ where
     tb.in_host(&a, move || -> Result<T> {
         let rt = runtime()?;
         rt.block_on(async move {
-            let ep = Endpoint::bind_with(wildcard(), endpoint_config(datagram, false)).context("binding the Braid client")?;
+            let ep = Endpoint::bind_with(wildcard(), config).context("binding the Braid client")?;
             let conn = tokio::time::timeout(Duration::from_secs(10), ep.connect_multipath(&pairs))
                 .await
                 .map_err(|_| failed("connecting timed out"))?
@@ -154,11 +175,12 @@ pub struct BulkRun {
 
 /// Goodput of one Braid multipath connection scheduled by `program`, host
 /// a to host b, counted at the receiver over `measure` after `warmup`.
-pub fn bulk(tb: &Testbed, program: Arc<Program>, datagram: u16, warmup: Duration, measure: Duration) -> Result<BulkRun> {
+pub fn bulk(tb: &Testbed, program: Arc<Program>, ends: BraidEnds, warmup: Duration, measure: Duration) -> Result<BulkRun> {
+    let (server_config, client_config) = ends.configs()?;
     let stop = Arc::new(AtomicBool::new(false));
     let delivered = Arc::new(AtomicU64::new(0));
     let limit = warmup + measure + SLACK;
-    let (port, server) = serve(tb, program.clone(), datagram, {
+    let (port, server) = serve(tb, program.clone(), server_config, {
         let (stop, delivered) = (stop.clone(), delivered.clone());
         move |conn| async move {
             let start = Instant::now();
@@ -183,7 +205,7 @@ pub fn bulk(tb: &Testbed, program: Arc<Program>, datagram: u16, warmup: Duration
             Ok(counted as f64 * 8.0 / measure.as_secs_f64())
         }
     })?;
-    let sender = client(tb, port, program, datagram, {
+    let sender = client(tb, port, program, client_config, {
         let stop = stop.clone();
         move |conn| async move {
             let payload = Bytes::from(vec![0x5au8; BULK_MESSAGE]);
@@ -221,13 +243,14 @@ pub struct FctRun {
 pub fn fct(
     tb: &Testbed,
     program: Arc<Program>,
-    datagram: u16,
+    ends: BraidEnds,
     response: usize,
     flows: usize,
     gap: Duration,
 ) -> Result<FctRun> {
+    let (server_config, client_config) = ends.configs()?;
     let limit = (gap + Duration::from_secs(1)) * flows as u32 + SLACK;
-    let (port, server) = serve(tb, program.clone(), datagram, move |conn| async move {
+    let (port, server) = serve(tb, program.clone(), server_config, move |conn| async move {
         let body = Bytes::from(vec![0xa5u8; response]);
         let mut served = 0u64;
         let work = async {
@@ -241,7 +264,7 @@ pub fn fct(
         tokio::time::timeout(limit, work).await.map_err(|_| failed("FCT server timed out"))??;
         Ok(served)
     })?;
-    let requester = client(tb, port, program, datagram, move |conn| async move {
+    let requester = client(tb, port, program, client_config, move |conn| async move {
         let request = Bytes::from(vec![0x11u8; REQUEST_BYTES]);
         let mut fcts = Vec::with_capacity(flows);
         let mut starts = Vec::with_capacity(flows);

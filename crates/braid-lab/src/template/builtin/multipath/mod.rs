@@ -90,6 +90,10 @@ impl Template for Multipath {
                 .doc("pause between two flows (0s: back to back; at most 60s)"),
             ParamDecl::config("max_datagram_size", ParamType::int_range(0, 65_527), Value::Int(0))
                 .doc("Braid's largest UDP payload, 1200 to 65527 bytes; 0: the smallest path MTU minus 28"),
+            ParamDecl::config("encrypted", ParamType::Bool, Value::Bool(true)).doc(
+                "Braid authenticated and encrypted (each end a fresh identity pinned to the other's); false: the \
+                 bare protocol (--insecure-no-auth)",
+            ),
             ParamDecl::env("path1", ParamType::Link, link_value(DEFAULT_PATHS[0])).doc("the first path (the one-path TCP's)"),
             ParamDecl::env("path2", ParamType::Link, link_value(DEFAULT_PATHS[1])).doc("the second path"),
             ParamDecl::env("more_paths", ParamType::String, Value::String(String::new()))
@@ -158,6 +162,8 @@ struct Settings {
     /// `None`: from the paths' MTUs.
     datagram: Option<u16>,
     paths: Vec<LinkSpec>,
+    /// Braid authenticated and encrypted, or the bare protocol.
+    encrypted: bool,
 }
 
 fn invalid(why: String) -> TemplateError {
@@ -207,7 +213,8 @@ impl Settings {
         if scheduler.is_empty() {
             return Err(invalid("scheduler: expected a shipped scheduler's name or a .progmp file".into()));
         }
-        Ok(Settings { part, scheduler, secs, warmup: p.duration("warmup")?, fct_bytes, flows, gap, datagram, paths })
+        let encrypted = p.bool("encrypted")?;
+        Ok(Settings { part, scheduler, secs, warmup: p.duration("warmup")?, fct_bytes, flows, gap, datagram, paths, encrypted })
     }
 }
 
@@ -271,7 +278,7 @@ fn goodput_part(
 
     ensure_time(ctx, s, "Braid")?;
     let (b, wire) =
-        on_wire(tb, || braid_runs::bulk(tb, program, datagram, s.warmup, s.secs).context("Braid goodput run"))?;
+        on_wire(tb, || braid_runs::bulk(tb, program, braid_runs::BraidEnds { datagram, encrypted: s.encrypted }, s.warmup, s.secs).context("Braid goodput run"))?;
     rows.push(GoodputRow {
         stream_bytes_by_path: Some(b.stream_bytes_by_path),
         ..goodput_row(format!("braid:{name}"), b.bps, b.delivered, wire)
@@ -306,7 +313,7 @@ fn fct_part(
     datagram: u16,
 ) -> Result<FctRow, TemplateError> {
     let (r, wire) = on_wire(tb, || {
-        braid_runs::fct(tb, program, datagram, s.fct_bytes, s.flows, s.gap).with_context(|| format!("FCT run of {name}"))
+        braid_runs::fct(tb, program, braid_runs::BraidEnds { datagram, encrypted: s.encrypted }, s.fct_bytes, s.flows, s.gap).with_context(|| format!("FCT run of {name}"))
     })?;
     for (start, fct) in r.starts.iter().zip(&r.fcts) {
         ctx.series("fct_ms", start.as_secs_f64(), ms(*fct));

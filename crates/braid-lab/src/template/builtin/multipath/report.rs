@@ -122,6 +122,8 @@ pub struct MultipathReport {
     pub scheduler: String,
     /// Braid's largest UDP payload in these runs.
     pub max_datagram_size: u16,
+    /// Braid ran authenticated and encrypted (false: `--insecure-no-auth`).
+    pub encrypted: bool,
     /// Braid, MPTCP, TCP (empty without the goodput part).
     pub goodput: Vec<GoodputRow>,
     /// The FCT part's paths.
@@ -154,6 +156,8 @@ pub struct BenchSettings {
     pub fct_paths: Vec<String>,
     /// The FCT part's response size.
     pub fct_bytes: u64,
+    /// Braid ran authenticated and encrypted.
+    pub encrypted: bool,
 }
 
 impl MultipathReport {
@@ -168,6 +172,7 @@ impl MultipathReport {
             paths: settings.paths.clone(),
             scheduler: settings.scheduler.clone(),
             max_datagram_size: settings.max_datagram_size,
+            encrypted: settings.encrypted,
             braid_over_mptcp: braid_over_mptcp(&goodput),
             goodput,
             fct_paths: settings.fct_paths.clone(),
@@ -263,6 +268,7 @@ mod tests {
             max_datagram_size: 1472,
             fct_paths: vec!["a,loss=2%".into(), "b,loss=2%".into()],
             fct_bytes: 10_000,
+            encrypted: true,
         }
     }
 

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use braid_emu::{Testbed, TestbedBuilder};
-use braid_net::{Bytes, Connection, Endpoint, EndpointConfig};
+use braid_net::{Bytes, Connection, Endpoint, EndpointConfig, Security};
 use braid_proto::CcAlgorithm;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -126,11 +126,19 @@ pub fn run(
     // Whatever happens from here on (an error included), the host threads
     // are told to stop.
     let _stop = StopOnDrop(shared.clone());
+    let (server_security, client_security) = if cfg.encrypted {
+        braid_net::pinned_pair().map_err(|e| TemplateError::Failed(e.to_string()))?
+    } else {
+        (Security::Insecure, Security::Insecure)
+    };
     let mut hosts = Vec::new();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TemplateError>>();
     {
         let (cfg, shared, ready) = (cfg.clone(), shared.clone(), ready_tx.clone());
-        hosts.push(tb.in_host("b", move || receiver_host(&cfg, &shared, b_ip, ready)).context("starting host b")?);
+        hosts.push(
+            tb.in_host("b", move || receiver_host(&cfg, &shared, b_ip, server_security, ready))
+                .context("starting host b")?,
+        );
     }
     // The senders start only once the receivers listen.
     ready_rx.recv_timeout(Duration::from_secs(10)).context("the receivers did not start")??;
@@ -145,7 +153,9 @@ pub fn run(
     }
     {
         let (cfg, shared) = (cfg.clone(), shared.clone());
-        hosts.push(tb.in_host("a", move || sender_host(&cfg, &shared, a_ip, b_ip)).context("starting host a")?);
+        hosts.push(
+            tb.in_host("a", move || sender_host(&cfg, &shared, a_ip, b_ip, client_security)).context("starting host a")?,
+        );
     }
 
     // Sample at every time the report needs, as the simulator does.
@@ -269,6 +279,7 @@ fn receiver_host(
     cfg: &ScenarioConfig,
     shared: &Arc<Shared>,
     ip: IpAddr,
+    security: Security,
     ready: std::sync::mpsc::Sender<Result<(), TemplateError>>,
 ) -> Result<(), TemplateError> {
     let rt = runtime()?;
@@ -277,6 +288,7 @@ fn receiver_host(
             let config = EndpointConfig {
                 accept_incoming: true,
                 transport: priority_sim::transport_config(cfg, None),
+                security,
                 ..EndpointConfig::default()
             };
             let server = Endpoint::bind_with(SocketAddr::new(ip, BRAID_PORT), config).context("binding the Braid server")?;
@@ -335,12 +347,19 @@ async fn wait_stop(shared: &Shared) {
 
 /// Host `a`: every flow's sender, started, re-prioritised and stopped on
 /// schedule.
-fn sender_host(cfg: &ScenarioConfig, shared: &Arc<Shared>, a: IpAddr, b: IpAddr) -> Result<(), TemplateError> {
+fn sender_host(
+    cfg: &ScenarioConfig,
+    shared: &Arc<Shared>,
+    a: IpAddr,
+    b: IpAddr,
+    security: Security,
+) -> Result<(), TemplateError> {
     let rt = runtime()?;
     rt.block_on(async {
         let config = EndpointConfig {
             accept_incoming: false,
             transport: priority_sim::transport_config(cfg, None),
+            security,
             ..EndpointConfig::default()
         };
         let client = Endpoint::bind_with(SocketAddr::new(a, 0), config).context("binding the Braid client")?;

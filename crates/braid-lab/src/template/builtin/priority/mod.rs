@@ -144,6 +144,10 @@ impl Template for Priority {
             ParamDecl::config("params", ParamType::String, Value::String(String::new())).doc(
                 "extra parameters of every Braid flow's controller, NAME=VALUE,... (e.g. delay_beta=1,target_ms=60)",
             ),
+            ParamDecl::config("encrypted", ParamType::Bool, Value::Bool(true)).doc(
+                "Braid flows authenticated and encrypted (each end a fresh identity pinned to the other's); \
+                 false: the bare protocol (--insecure-no-auth)",
+            ),
         ]);
         decls
     }
@@ -251,6 +255,7 @@ pub fn scenario_config_and_timing(
     let (mut cfg, timing) = setup::configure(params, opts, choice, &explicit)?;
     let bin = params.duration("bin")?;
     cfg.bin = if bin.is_zero() { cfg.bin.max(MIN_BIN) } else { bin };
+    cfg.encrypted = params.bool("encrypted")?;
     priority_sim::validate(&cfg).map_err(|e| TemplateError::Invalid(e.to_string()))?;
     Ok((cfg, timing))
 }

@@ -24,7 +24,7 @@ fn config(values: &[(&str, Value)]) -> Result<ScenarioConfig, TemplateError> {
 /// MACI's line: the configuration is Braid's controller and its
 /// settings; the scenario, the competing TCP, the path and the run's
 /// length and binning are the environment.
-const CONFIGURATION: [&str; 4] = ["n", "ledbat", "decrease", "params"];
+const CONFIGURATION: [&str; 5] = ["n", "ledbat", "decrease", "params", "encrypted"];
 
 #[test]
 fn declares_typed_parameters_whose_defaults_parse() {
@@ -51,7 +51,8 @@ fn declares_typed_parameters_whose_defaults_parse() {
             "n",
             "ledbat",
             "decrease",
-            "params"
+            "params",
+            "encrypted"
         ]
     );
     let defaults = params(&[]);
