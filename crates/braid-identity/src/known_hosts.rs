@@ -154,6 +154,9 @@ fn valid_name(text: &str) -> Option<String> {
 pub struct Peer {
     name: Option<String>,
     addr: Option<SocketAddr>,
+    /// It connected to us (we accepted it): its address is where it happens
+    /// to be, not who it is (see [`Peer::accepted`]).
+    accepted: bool,
 }
 
 impl Peer {
@@ -162,7 +165,29 @@ impl Peer {
         Self {
             name: None,
             addr: Some(addr),
+            accepted: false,
         }
+    }
+
+    /// A peer that connected to us from `addr`: a server judging a client.
+    ///
+    /// Known-hosts lines name the address a client may come from, but the
+    /// address does not identify it: many clients share an address behind
+    /// a NAT, and one client's port changes with every connection. So a
+    /// key that no line for the address carries is unknown, never
+    /// "changed", and trust on first use records the client's IP, not its
+    /// ephemeral port (which would add a line per connection).
+    pub fn accepted(addr: SocketAddr) -> Self {
+        Self {
+            name: None,
+            addr: Some(addr),
+            accepted: true,
+        }
+    }
+
+    /// Whether this peer connected to us (see [`Peer::accepted`]).
+    pub fn is_accepted(&self) -> bool {
+        self.accepted
     }
 
     /// A peer known by name only; `None` if `name` is not a valid name.
@@ -170,6 +195,7 @@ impl Peer {
         Some(Self {
             name: Some(valid_name(name)?),
             addr: None,
+            accepted: false,
         })
     }
 
@@ -179,14 +205,17 @@ impl Peer {
         Some(Self {
             name: Some(valid_name(name)?),
             addr: Some(addr),
+            accepted: false,
         })
     }
 
     /// The pattern TOFU records for this peer: its name if it has one (the
-    /// stable way a user refers to it), else its exact address.
+    /// stable way a user refers to it), else its exact address; for a peer
+    /// that connected to us, its IP (see [`Peer::accepted`]).
     pub fn tofu_pattern(&self) -> Pattern {
         match (&self.name, self.addr) {
             (Some(name), _) => Pattern::Name(name.clone()),
+            (None, Some(addr)) if self.accepted => Pattern::Ip(addr.ip().to_canonical()),
             (None, Some(addr)) => Pattern::Addr(addr),
             // Constructors always set one of the two.
             (None, None) => Pattern::Any,
@@ -423,6 +452,9 @@ impl KnownHosts {
             }
         }
         match pinned_elsewhere {
+            // Another client's key for the same address says nothing about
+            // this one (see `Peer::accepted`).
+            Some(_) if peer.accepted => Trust::Unknown,
             Some(entry) => Trust::Changed {
                 expected: entry.key,
                 line: entry.line,

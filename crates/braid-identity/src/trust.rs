@@ -312,6 +312,28 @@ mod tests {
     }
 
     #[test]
+    fn accepted_clients_are_learned_by_ip_and_never_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_hosts");
+        let s = TrustStore::open(TrustPolicy::Tofu, &path).unwrap();
+        let from = |port| Peer::accepted(std::net::SocketAddr::from(([192, 0, 2, 1], port)));
+        // One line per client key, whatever ports its connections come from.
+        assert_eq!(s.authorize(&from(40_001), &key(1)).unwrap(), Authorized::Learned);
+        for port in 40_002..40_010 {
+            assert_eq!(s.authorize(&from(port), &key(1)).unwrap(), Authorized::Known);
+        }
+        // A second client behind the same address is another client, not an
+        // impostor of the first.
+        assert_eq!(s.authorize(&from(40_011), &key(2)).unwrap(), Authorized::Learned);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().filter(|l| l.starts_with("192.0.2.1 ")).count(), 2, "{text}");
+        // Under known hosts, an unlisted client is unknown.
+        let strict = TrustStore::open(TrustPolicy::KnownHosts, &path).unwrap();
+        assert!(matches!(strict.authorize(&from(1), &key(3)), Err(TrustError::UnknownKey { .. })));
+        assert_eq!(strict.authorize(&from(2), &key(2)).unwrap(), Authorized::Known);
+    }
+
+    #[test]
     fn tofu_stops_at_its_limit() {
         let s = store(TrustPolicy::Tofu).with_tofu_limit(3);
         assert_eq!(

@@ -42,6 +42,10 @@ impl PeerVerifier for TrustVerifier {
     fn verify(&self, remote: SocketAddr, key: &PublicKey) -> Result<(), String> {
         self.0.authorize(&Peer::addr(remote), key).map(|_| ()).map_err(|e| e.to_string())
     }
+
+    fn verify_client(&self, remote: SocketAddr, key: &PublicKey) -> Result<(), String> {
+        self.0.authorize(&Peer::accepted(remote), key).map(|_| ()).map_err(|e| e.to_string())
+    }
 }
 
 /// Accepts exactly one key: for two endpoints that know each other's

@@ -89,6 +89,13 @@ async fn known_hosts_refuse_an_unknown_server_until_its_key_is_listed_and_tofu_l
     )
     .unwrap();
     assert!(bounded(10, "connect", known.connect(addr)).await.is_ok());
+    // The server learned the client once, by its IP: two connections from
+    // two ports of one client are one line (a line per port would grow
+    // without bound with every connection).
+    let learned = std::fs::read_to_string(dir.path().join("server.hosts")).unwrap();
+    let lines: Vec<&str> = learned.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{learned}");
+    assert!(lines[0].starts_with("127.0.0.1 "), "{learned}");
 }
 
 #[tokio::test]

@@ -104,12 +104,22 @@ struct OwnKeyOrTrusted {
     trust: Arc<TrustStore>,
 }
 
-impl braid_proto::PeerVerifier for OwnKeyOrTrusted {
-    fn verify(&self, remote: SocketAddr, key: &PublicKey) -> Result<(), String> {
+impl OwnKeyOrTrusted {
+    fn judge(&self, peer: Peer, key: &PublicKey) -> Result<(), String> {
         if *key == self.own {
             return Ok(());
         }
-        self.trust.authorize(&Peer::addr(remote), key).map(|_| ()).map_err(|e| e.to_string())
+        self.trust.authorize(&peer, key).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+impl braid_proto::PeerVerifier for OwnKeyOrTrusted {
+    fn verify(&self, remote: SocketAddr, key: &PublicKey) -> Result<(), String> {
+        self.judge(Peer::addr(remote), key)
+    }
+
+    fn verify_client(&self, remote: SocketAddr, key: &PublicKey) -> Result<(), String> {
+        self.judge(Peer::accepted(remote), key)
     }
 }
 

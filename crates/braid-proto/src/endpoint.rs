@@ -484,7 +484,7 @@ impl Endpoint {
             &header.cookie,
             &header.noise,
             seed,
-            |key: &PublicKey| verifier.verify(remote, key),
+            |key: &PublicKey| verifier.verify_client(remote, key),
         );
         match result {
             Err(_) => {

@@ -199,7 +199,7 @@ impl TlsSettings {
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let peer = Peer::addr(remote);
+        let peer = Peer::accepted(remote);
         let verifier = Arc::new(PeerKeyVerifier::new(peer.clone(), self.trust.clone(), self.own()));
         let mut config = ServerConfig::builder_with_provider(self.provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])

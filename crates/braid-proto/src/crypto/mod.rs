@@ -35,8 +35,19 @@ pub use packet_key::{CipherSuite, TAG_LEN};
 /// the peer. A refusal's text says why (it reaches the application as the
 /// close reason on the client side).
 pub trait PeerVerifier: Send + Sync + fmt::Debug {
-    /// Accept or refuse the peer at `remote` with `key`.
+    /// Accept or refuse the peer at `remote` with `key`: a client judging
+    /// the server it dialled.
     fn verify(&self, remote: SocketAddr, key: &PublicKey) -> Result<(), String>;
+
+    /// Accept or refuse a client that connected from `remote` with `key`: a
+    /// server judging a client, whose address (an ephemeral port, perhaps a
+    /// NAT's) does not identify it. The default judges it as [`verify`]
+    /// does.
+    ///
+    /// [`verify`]: PeerVerifier::verify
+    fn verify_client(&self, remote: SocketAddr, key: &PublicKey) -> Result<(), String> {
+        self.verify(remote, key)
+    }
 }
 
 /// Accepts every key: authenticated encryption against passive observers
