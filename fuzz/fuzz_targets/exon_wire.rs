@@ -7,7 +7,7 @@
 
 use braid_core::Instant;
 use braid_exon::wire::{self, Datagram};
-use braid_exon::{ExonNode, NodeConfig, NodeId};
+use braid_exon::{ExonNode, NodeConfig, NodeId, Security};
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 
@@ -23,7 +23,14 @@ fuzz_target!(|data: &[u8]| {
         let d2 = Datagram::decode(Bytes::from(again)).expect("a re-encoded datagram decodes");
         assert_eq!(d2.frames, d.frames);
     }
-    let mut node = ExonNode::new(NodeConfig::default(), NodeId(2), 0);
+    // The bare protocol (insecure), so that the frames themselves are
+    // reached; the sealed form has its own target (exon_sealed).
+    let mut node = ExonNode::new(
+        NodeConfig::default(),
+        Security::InsecureNoAuth { id: NodeId(2) },
+        [0; 32],
+        0,
+    );
     let from = "192.0.2.1:4000".parse().unwrap();
     let mut now = Instant::from_nanos(1_000_000_000);
     let mut buf = Vec::new();

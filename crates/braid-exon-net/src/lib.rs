@@ -34,25 +34,36 @@
 //! grown to twice the last checkpoint (and at least
 //! [`SocketConfig::compact_bytes`]).
 //!
+//! # Security
+//!
+//! By default every datagram is sealed in an authenticated session
+//! ([`braid_exon::secure`]): the socket has an [`Identity`] (its node ID is
+//! derived from the public key, never chosen) and judges peers' keys with a
+//! [`PeerVerifier`] (known hosts, trust on first use); see
+//! [`ExonSecurity`]. The session layer's randomness is seeded from the OS
+//! CSPRNG at every bind. [`ExonSecurity::InsecureNoAuth`] runs the bare
+//! protocol, for benchmarks of it only.
+//!
 //! Must not depend on: protocol logic (all of it is in `braid-exon`),
 //! `braid-net` (patterns only), the facade.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), braid_exon_net::Error> {
 //! use braid_exon_net::{ExonSocket, SocketConfig, Outcome};
-//! use braid_exon::NodeId;
 //!
-//! let a = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(1), SocketConfig::default()).await?;
-//! let b = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(2), SocketConfig::default()).await?;
-//! a.add_peer(NodeId(2), b.local_addr())?;
-//! let id = a.send(NodeId(2), bytes::Bytes::from_static(b"hi")).await?;
+//! // Fresh identities, any peer key accepted (the default security).
+//! let a = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), SocketConfig::default()).await?;
+//! let b = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), SocketConfig::default()).await?;
+//! // Learn b's key at its address (judged by a's verifier), then send.
+//! let b_id = a.connect(b.local_addr()).await?;
+//! let id = a.send(b_id, bytes::Bytes::from_static(b"hi")).await?;
 //! let (from, msg) = b.recv().await.unwrap();
-//! assert_eq!((from, &msg[..]), (NodeId(1), &b"hi"[..]));
+//! assert_eq!((from, &msg[..]), (a.id(), &b"hi"[..]));
 //! assert_eq!(a.next_outcome().await, Some((id, Outcome::Delivered)));
 //! # Ok(()) }
 //! ```
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -62,6 +73,9 @@ use braid_core::Instant;
 use braid_exon::clock::{ClockStore, ClockStoreError, FileClockStore, MemClockStore};
 use braid_exon::journal::{FileJournal, JournalError, JournalStore, Record};
 use braid_exon::wire::MAX_MESSAGE;
+pub use braid_exon::{
+    AcceptAnyKey, DiscoveryError, Identity, PeerVerifier, PublicKey, Security, SecurityStats,
+};
 use braid_exon::{
     Event, ExonNode, MessageId, NodeConfig, NodeId, NodeStats, RestoreError, SendError,
 };
@@ -80,6 +94,78 @@ pub enum ClockFile {
     Memory,
     /// In this file, fsynced before identifiers derived from it leave.
     Path(PathBuf),
+}
+
+/// How an [`ExonSocket`] authenticates.
+#[derive(Clone, Default)]
+// A configuration value made once per node: the identity inline is simpler
+// than a box and costs nothing that matters.
+#[allow(clippy::large_enum_variant)]
+pub enum ExonSecurity {
+    /// Authenticated sessions with a fresh identity made at bind (from the
+    /// OS CSPRNG), accepting any peer's key: every datagram encrypted and
+    /// authenticated, node IDs unforgeable, but peers not checked against
+    /// known hosts. The default until a node's own identity is configured.
+    #[default]
+    EphemeralIdentity,
+    /// Authenticated sessions with this identity, peers judged by
+    /// `verifier` (e.g. over `braid_identity::TrustStore::authorize`).
+    Authenticated {
+        /// This node's key pair (its node ID is derived from it).
+        identity: Identity,
+        /// The trust decision for peers' keys.
+        verifier: Arc<dyn PeerVerifier>,
+    },
+    /// INSECURE, NO AUTHENTICATION (`--insecure-no-auth`): the bare
+    /// protocol, plaintext, node ID chosen here and forgeable by anyone.
+    /// For benchmarks of the protocol alone.
+    InsecureNoAuth {
+        /// The ID this node claims.
+        id: NodeId,
+    },
+}
+
+impl ExonSecurity {
+    /// True unless insecure.
+    pub fn is_authenticated(&self) -> bool {
+        !matches!(self, ExonSecurity::InsecureNoAuth { .. })
+    }
+
+    /// The protocol's security value (an ephemeral identity is made here).
+    fn resolve(&self) -> Result<Security, Error> {
+        Ok(match self {
+            ExonSecurity::EphemeralIdentity => Security::authenticated(
+                Identity::generate_os().map_err(|e| Error::Randomness(e.to_string()))?,
+                Arc::new(AcceptAnyKey),
+            ),
+            ExonSecurity::Authenticated { identity, verifier } => {
+                Security::authenticated(identity.clone(), verifier.clone())
+            }
+            ExonSecurity::InsecureNoAuth { id } => Security::InsecureNoAuth { id: *id },
+        })
+    }
+}
+
+impl std::fmt::Debug for ExonSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExonSecurity::EphemeralIdentity => f.write_str("EphemeralIdentity"),
+            ExonSecurity::Authenticated { identity, .. } => f
+                .debug_struct("Authenticated")
+                .field("public_key", &identity.public_key())
+                .finish_non_exhaustive(),
+            ExonSecurity::InsecureNoAuth { id } => {
+                f.debug_struct("InsecureNoAuth").field("id", id).finish()
+            }
+        }
+    }
+}
+
+/// 32 bytes from the OS CSPRNG: the session layer's seed for one bind.
+fn os_seed() -> Result<[u8; 32], Error> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| Error::Randomness(e.to_string()))?;
+    Ok(seed)
 }
 
 /// Configuration of an [`ExonSocket`].
@@ -103,6 +189,8 @@ pub struct SocketConfig {
     /// `node.max_datagram_size`. Elsewhere, and when off,
     /// `node.max_datagram_size` as configured.
     pub loopback_mtu: bool,
+    /// Authentication and encryption (on by default).
+    pub security: ExonSecurity,
 }
 
 impl Default for SocketConfig {
@@ -113,6 +201,7 @@ impl Default for SocketConfig {
             journal: None,
             compact_bytes: 64 << 20,
             loopback_mtu: true,
+            security: ExonSecurity::default(),
         }
     }
 }
@@ -159,6 +248,15 @@ pub enum Error {
     /// The driver task has stopped (socket closed or fatal error).
     #[error("the Exon driver has stopped")]
     Closed,
+    /// Learning the key (or ID) of the node at an address failed.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// The OS CSPRNG failed (no identity or seed could be made).
+    #[error("OS randomness unavailable: {0}")]
+    Randomness(String),
+    /// An insecure peer was added to an authenticated socket.
+    #[error("an authenticated socket names peers by key, not by a chosen node ID")]
+    InsecurePeer,
 }
 
 /// Most datagrams taken in (or commands) before the node is polled for
@@ -242,9 +340,14 @@ impl Sending {
     }
 }
 
+/// Where a discovery is answered.
+type DiscoveryReply = oneshot::Sender<Result<NodeId, DiscoveryError>>;
+
 enum Command {
     Send(Sending),
-    AddPeer(NodeId, SocketAddr),
+    AddPeer(PublicKey, SocketAddr),
+    AddInsecurePeer(NodeId, SocketAddr),
+    Discover(SocketAddr, DiscoveryReply),
     Close,
 }
 
@@ -298,6 +401,7 @@ impl<T> Inbox<T> {
 /// An Exon node on a UDP socket.
 pub struct ExonSocket {
     id: NodeId,
+    public_key: Option<PublicKey>,
     local: SocketAddr,
     commands: mpsc::UnboundedSender<Command>,
     received: tokio::sync::Mutex<Inbox<(NodeId, Bytes)>>,
@@ -307,12 +411,12 @@ pub struct ExonSocket {
 }
 
 impl ExonSocket {
-    /// Binds `addr` as node `id` and starts the driver task.
-    pub async fn bind(
-        addr: SocketAddr,
-        id: NodeId,
-        cfg: SocketConfig,
-    ) -> Result<ExonSocket, Error> {
+    /// Binds `addr` and starts the driver task. The node's ID comes from
+    /// `cfg.security` (its identity's key, or the insecure ID).
+    pub async fn bind(addr: SocketAddr, cfg: SocketConfig) -> Result<ExonSocket, Error> {
+        let security = cfg.security.resolve()?;
+        let id = security.node_id();
+        let seed = os_seed()?;
         let mut store: Box<dyn ClockStore + Send> = match &cfg.clock {
             ClockFile::Memory => Box::new(MemClockStore::default()),
             ClockFile::Path(p) => Box::new(FileClockStore::new(p)),
@@ -329,11 +433,13 @@ impl ExonSocket {
                 node_cfg.machine.journal = true;
                 let mut j = FileJournal::new(path);
                 let records = j.load()?;
-                let node = ExonNode::restore(node_cfg, id, clock, records, Instant::ZERO)?;
+                let node =
+                    ExonNode::restore(node_cfg, security, seed, clock, records, Instant::ZERO)?;
                 (node, Some(Arc::new(Mutex::new(j))))
             }
-            None => (ExonNode::new(node_cfg, id, clock), None),
+            None => (ExonNode::new(node_cfg, security, seed, clock), None),
         };
+        let public_key = node.public_key();
         let udp = Udp::bind(addr)?;
         let local = udp.local_addr()?;
         let (commands, command_rx) = mpsc::unbounded_channel();
@@ -357,10 +463,12 @@ impl ExonSocket {
             outcomes: outcome_tx,
             parked: VecDeque::new(),
             events: Vec::new(),
+            discovering: HashMap::new(),
         };
         let task = tokio::spawn(driver.run());
         Ok(ExonSocket {
             id,
+            public_key,
             local,
             commands,
             received: tokio::sync::Mutex::new(Inbox::new(received)),
@@ -380,11 +488,41 @@ impl ExonSocket {
         self.local
     }
 
-    /// Tells the node where `peer` is (a datagram from it updates this).
-    pub fn add_peer(&self, peer: NodeId, addr: SocketAddr) -> Result<(), Error> {
+    /// This node's static public key (authenticated sockets).
+    pub fn public_key(&self) -> Option<PublicKey> {
+        self.public_key
+    }
+
+    /// Tells the node that the node with key `key` is at `addr` (an
+    /// authenticated datagram from it updates this); returns its ID. The
+    /// key is trusted as given (the handshake proves the peer holds it).
+    pub fn add_peer(&self, key: &PublicKey, addr: SocketAddr) -> Result<NodeId, Error> {
         self.commands
-            .send(Command::AddPeer(peer, addr))
+            .send(Command::AddPeer(*key, addr))
+            .map_err(|_| Error::Closed)?;
+        Ok(NodeId::of(key))
+    }
+
+    /// INSECURE: tells an insecure socket that node `id` is at `addr`.
+    pub fn add_insecure_peer(&self, id: NodeId, addr: SocketAddr) -> Result<(), Error> {
+        if self.public_key.is_some() {
+            return Err(Error::InsecurePeer);
+        }
+        self.commands
+            .send(Command::AddInsecurePeer(id, addr))
             .map_err(|_| Error::Closed)
+    }
+
+    /// Learns who the node at `addr` is and adds it as a peer: an
+    /// authenticated socket asks for its key and judges it with its
+    /// verifier (the handshake that follows proves it), an insecure one
+    /// asks for its ID. Returns the peer's ID.
+    pub async fn connect(&self, addr: SocketAddr) -> Result<NodeId, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Discover(addr, tx))
+            .map_err(|_| Error::Closed)?;
+        Ok(rx.await.map_err(|_| Error::Closed)??)
     }
 
     /// Sends `data` to `peer` exactly once. Waits while the window of
@@ -513,6 +651,8 @@ struct Driver {
     stats: Arc<Mutex<NodeStats>>,
     /// Events of one wake-up (kept for its allocation).
     events: Vec<Event>,
+    /// Discoveries in progress, by address.
+    discovering: HashMap<SocketAddr, Vec<DiscoveryReply>>,
 }
 
 impl Driver {
@@ -688,6 +828,11 @@ impl Driver {
                 self.retry_parked();
             }
         }
+        while let Some((addr, result)) = self.node.poll_discovered() {
+            for reply in self.discovering.remove(&addr).unwrap_or_default() {
+                let _ = reply.send(result.clone());
+            }
+        }
         if let Ok(mut s) = self.stats.lock() {
             *s = *self.node.stats();
         }
@@ -758,7 +903,20 @@ impl Driver {
                     loop {
                         match next {
                             Some(Command::Send(s)) => self.try_send(s),
-                            Some(Command::AddPeer(peer, addr)) => self.node.add_peer(peer, addr),
+                            Some(Command::AddPeer(key, addr)) => {
+                                self.node.add_peer(&key, addr);
+                            }
+                            Some(Command::AddInsecurePeer(id, addr)) => {
+                                self.node.add_insecure_peer(id, addr);
+                            }
+                            Some(Command::Discover(addr, reply)) => {
+                                let now = self.now();
+                                let waiting = self.discovering.entry(addr).or_default();
+                                if waiting.is_empty() {
+                                    self.node.discover(now, addr);
+                                }
+                                waiting.push(reply);
+                            }
                             Some(Command::Close) | None => {
                                 // A commit in flight still completes: let
                                 // out what waited for it (answers,

@@ -12,7 +12,7 @@
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState, BATCH_SIZE};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
@@ -183,29 +183,23 @@ impl Receiver {
         // rather than trust it with a slice index.
         let metas = &self.metas[..n.min(BATCH_SIZE)];
         let len = |m: &RecvMeta| m.len.min(SLOT_SIZE);
-        let mut data = BytesMut::with_capacity(metas.iter().map(len).sum());
-        for (meta, iov) in metas.iter().zip(iovs.iter()) {
-            data.extend_from_slice(&iov[..len(meta)]);
-        }
-        let data = data.freeze();
         let before = out.len();
-        let mut offset = 0;
-        for meta in metas {
-            let end = offset + len(meta);
-            if offset == end {
+        // Each datagram in its own buffer: a sealed one is opened in place
+        // (no second copy), which needs a buffer no other datagram shares.
+        for (meta, iov) in metas.iter().zip(iovs.iter()) {
+            let data = &iov[..len(meta)];
+            if data.is_empty() {
                 // An empty datagram: still handed over, to be counted as
                 // malformed.
                 out.push((meta.addr, Bytes::new()));
             }
             let stride = if meta.stride == 0 {
-                end - offset
+                data.len()
             } else {
                 meta.stride
             };
-            while offset < end {
-                let next = (offset + stride).min(end);
-                out.push((meta.addr, data.slice(offset..next)));
-                offset = next;
+            for segment in data.chunks(stride.max(1)) {
+                out.push((meta.addr, Bytes::from(segment.to_vec())));
             }
         }
         Ok(out.len() - before)

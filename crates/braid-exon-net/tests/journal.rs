@@ -13,11 +13,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use braid_exon::NodeId;
-use braid_exon_net::{ClockFile, ExonSocket, Outcome, SocketConfig};
+use braid_exon_net::{
+    AcceptAnyKey, ClockFile, ExonSecurity, ExonSocket, Identity, Outcome, SocketConfig,
+};
 use bytes::Bytes;
 
-const A: NodeId = NodeId(0xA);
-const B: NodeId = NodeId(0xB);
+/// The two nodes, by the seed of their identity (kept across restarts).
+const A: u8 = 0xA;
+const B: u8 = 0xB;
+
+fn identity(n: u8) -> Identity {
+    Identity::from_seed(&[n; 32])
+}
+
+fn id(n: u8) -> NodeId {
+    NodeId::of(&identity(n).public_key())
+}
 const N: u64 = 1_500;
 
 fn message(k: u64) -> Bytes {
@@ -45,9 +56,13 @@ fn temp_dir() -> PathBuf {
     dir
 }
 
-async fn bind(id: NodeId, cfg: SocketConfig) -> Arc<ExonSocket> {
+async fn bind(n: u8, mut cfg: SocketConfig) -> Arc<ExonSocket> {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    Arc::new(ExonSocket::bind(any, id, cfg).await.unwrap())
+    cfg.security = ExonSecurity::Authenticated {
+        identity: identity(n),
+        verifier: Arc::new(AcceptAnyKey),
+    };
+    Arc::new(ExonSocket::bind(any, cfg).await.unwrap())
 }
 
 /// What the receiving application saw: message number → times received.
@@ -59,7 +74,7 @@ fn receive(sock: Arc<ExonSocket>, seen: Seen) -> tokio::task::JoinHandle<()> {
         // handed before (the application's part of the crash is not
         // simulated: what recv returned counts as received).
         while let Some((from, m)) = sock.recv().await {
-            assert_eq!(from, A);
+            assert_eq!(from, id(A));
             let k = u64::from_be_bytes(m[..8].try_into().unwrap());
             assert_eq!(m, message(k));
             *seen.lock().unwrap().entry(k).or_insert(0) += 1;
@@ -74,7 +89,8 @@ async fn sender_and_receiver_restart_mid_stream_and_nothing_is_lost_or_repeated(
     let mut b = bind(B, durable(&dir, "b")).await;
     let mut rx = receive(b.clone(), seen.clone());
     let mut a = bind(A, durable(&dir, "a")).await;
-    a.add_peer(B, b.local_addr()).unwrap();
+    a.add_peer(&identity(B).public_key(), b.local_addr())
+        .unwrap();
 
     let mut accepted: HashSet<u64> = HashSet::new();
     let mut maybe: HashSet<u64> = HashSet::new();
@@ -93,7 +109,7 @@ async fn sender_and_receiver_restart_mid_stream_and_nothing_is_lost_or_repeated(
         // Send a third of the stream, without waiting for delivery.
         let until = N * (phase + 1) / 3;
         while k < until {
-            match a.send(B, message(k)).await {
+            match a.send(id(B), message(k)).await {
                 Ok(_) => accepted.insert(k),
                 Err(e) => panic!("send {k}: {e}"),
             };
@@ -116,7 +132,8 @@ async fn sender_and_receiver_restart_mid_stream_and_nothing_is_lost_or_repeated(
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 b = bind(B, durable(&dir, "b")).await;
                 rx = receive(b.clone(), seen.clone());
-                a.add_peer(B, b.local_addr()).unwrap();
+                a.add_peer(&identity(B).public_key(), b.local_addr())
+                    .unwrap();
             }
             1 => {
                 // The sender stops with queued messages and unacknowledged
@@ -124,7 +141,7 @@ async fn sender_and_receiver_restart_mid_stream_and_nothing_is_lost_or_repeated(
                 // accepted.
                 let extra = {
                     let a = a.clone();
-                    tokio::spawn(async move { a.send(B, message(N)).await })
+                    tokio::spawn(async move { a.send(id(B), message(N)).await })
                 };
                 a.close().await;
                 if let Ok(Ok(_)) = extra.await {
@@ -134,7 +151,8 @@ async fn sender_and_receiver_restart_mid_stream_and_nothing_is_lost_or_repeated(
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 a = bind(A, durable(&dir, "a")).await;
-                a.add_peer(B, b.local_addr()).unwrap();
+                a.add_peer(&identity(B).public_key(), b.local_addr())
+                    .unwrap();
             }
             _ => {}
         }

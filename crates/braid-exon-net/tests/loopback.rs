@@ -7,8 +7,39 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use braid_exon::clock::{ClockStore, FileClockStore};
+use std::sync::Arc;
+
 use braid_exon::NodeId;
-use braid_exon_net::{ClockFile, ExonSocket, Outcome, SocketConfig};
+use braid_exon_net::{
+    AcceptAnyKey, ClockFile, ExonSecurity, ExonSocket, Identity, Outcome, SocketConfig,
+};
+
+/// The fixed identity of test node `n`.
+fn identity(n: u64) -> Identity {
+    Identity::from_seed(&[n as u8; 32])
+}
+
+/// The node ID of test node `n` (derived from its key).
+fn id(n: u64) -> NodeId {
+    NodeId::of(&identity(n).public_key())
+}
+
+/// Binds test node `n` on loopback, authenticated (any peer key accepted).
+async fn bind(n: u64, mut cfg: SocketConfig) -> ExonSocket {
+    cfg.security = ExonSecurity::Authenticated {
+        identity: identity(n),
+        verifier: Arc::new(AcceptAnyKey),
+    };
+    ExonSocket::bind("127.0.0.1:0".parse().unwrap(), cfg)
+        .await
+        .unwrap()
+}
+
+/// Tells `a` where `b` is, by `b`'s key.
+fn know(a: &ExonSocket, b: &ExonSocket) {
+    a.add_peer(&b.public_key().unwrap(), b.local_addr())
+        .unwrap();
+}
 use bytes::Bytes;
 
 fn message(from: u64, k: u64, len: usize) -> Bytes {
@@ -26,14 +57,10 @@ fn config() -> SocketConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_both_ways_exactly_once() {
-    let a = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(1), config())
-        .await
-        .unwrap();
-    let b = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(2), config())
-        .await
-        .unwrap();
-    a.add_peer(NodeId(2), b.local_addr()).unwrap();
-    b.add_peer(NodeId(1), a.local_addr()).unwrap();
+    let a = bind(1, config()).await;
+    let b = bind(2, config()).await;
+    know(&a, &b);
+    know(&b, &a);
     let (a, b) = (std::sync::Arc::new(a), std::sync::Arc::new(b));
     const N_AB: u64 = 3_000;
     const N_BA: u64 = 500;
@@ -43,7 +70,7 @@ async fn messages_both_ways_exactly_once() {
             tokio::spawn(async move {
                 for k in 0..N_AB {
                     let len = if k == 7 { 1 << 20 } else { 1024 };
-                    a.send(NodeId(2), message(1, k, len)).await.unwrap();
+                    a.send(id(2), message(1, k, len)).await.unwrap();
                 }
             })
         };
@@ -51,7 +78,7 @@ async fn messages_both_ways_exactly_once() {
             let b = b.clone();
             tokio::spawn(async move {
                 for k in 0..N_BA {
-                    b.send(NodeId(1), message(2, k, 64)).await.unwrap();
+                    b.send(id(1), message(2, k, 64)).await.unwrap();
                 }
             })
         };
@@ -59,7 +86,7 @@ async fn messages_both_ways_exactly_once() {
             let mut seen = HashMap::new();
             while (seen.len() as u64) < n {
                 let (peer, m) = sock.recv().await.unwrap();
-                assert_eq!(peer, NodeId(from));
+                assert_eq!(peer, id(from));
                 let k = u64::from_be_bytes(m[8..16].try_into().unwrap());
                 assert_eq!(m, message(from, k, m.len()));
                 *seen.entry(k).or_insert(0u32) += 1;
@@ -100,20 +127,14 @@ async fn the_clock_file_moves_forward_across_restarts() {
             clock: ClockFile::Path(path.clone()),
             ..config()
         };
-        let a = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(1), cfg.clone())
+        let a = bind(1, cfg.clone()).await;
+        // b with the default security (a fresh identity), found by address.
+        let b = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), SocketConfig::default())
             .await
             .unwrap();
-        let b = ExonSocket::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            NodeId(2),
-            SocketConfig::default(),
-        )
-        .await
-        .unwrap();
-        a.add_peer(NodeId(2), b.local_addr()).unwrap();
-        a.send(NodeId(2), Bytes::from_static(b"hello"))
-            .await
-            .unwrap();
+        let b_id = a.connect(b.local_addr()).await.unwrap();
+        assert_eq!(Some(b_id), b.public_key().map(|k| NodeId::of(&k)));
+        a.send(b_id, Bytes::from_static(b"hello")).await.unwrap();
         let got = tokio::time::timeout(Duration::from_secs(10), b.recv())
             .await
             .unwrap()
@@ -132,20 +153,14 @@ async fn the_clock_file_moves_forward_across_restarts() {
 /// parked behind a full window) all get an answer and arrive once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn burst_of_concurrent_sends_all_answered() {
-    let a = std::sync::Arc::new(
-        ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(1), config())
-            .await
-            .unwrap(),
-    );
-    let b = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(2), config())
-        .await
-        .unwrap();
-    a.add_peer(NodeId(2), b.local_addr()).unwrap();
+    let a = std::sync::Arc::new(bind(1, config()).await);
+    let b = bind(2, config()).await;
+    know(&a, &b);
     const N: u64 = 1_000;
     let sends: Vec<_> = (0..N)
         .map(|k| {
             let a = a.clone();
-            tokio::spawn(async move { a.send(NodeId(2), message(1, k, 64)).await })
+            tokio::spawn(async move { a.send(id(2), message(1, k, 64)).await })
         })
         .collect();
     let run = async {
@@ -182,16 +197,12 @@ async fn batches_share_datagrams_and_arrive_once() {
         };
         let mut small = cfg.clone();
         small.node.machine.max_outstanding = 1_000;
-        let a = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(1), small)
-            .await
-            .unwrap();
-        let b = ExonSocket::bind("127.0.0.1:0".parse().unwrap(), NodeId(2), cfg)
-            .await
-            .unwrap();
-        a.add_peer(NodeId(2), b.local_addr()).unwrap();
+        let a = bind(1, small).await;
+        let b = bind(2, cfg).await;
+        know(&a, &b);
         let too_big = vec![message(1, 0, 8), Bytes::from(vec![0u8; (16 << 20) + 1])];
         assert!(matches!(
-            a.send_many(NodeId(2), too_big).await,
+            a.send_many(id(2), too_big).await,
             Err(braid_exon_net::Error::Send(
                 braid_exon::SendError::TooLarge(_)
             ))
@@ -203,7 +214,7 @@ async fn batches_share_datagrams_and_arrive_once() {
                 let mut ids = Vec::new();
                 for first in (0..N).step_by(BATCH as usize) {
                     let msgs = (first..first + BATCH).map(|k| message(1, k, 64)).collect();
-                    ids.extend(a.send_many(NodeId(2), msgs).await.unwrap());
+                    ids.extend(a.send_many(id(2), msgs).await.unwrap());
                 }
                 ids
             };
@@ -214,7 +225,7 @@ async fn batches_share_datagrams_and_arrive_once() {
                     batch.clear();
                     assert!(b.recv_many(&mut batch).await > 0);
                     for (from, m) in &batch {
-                        assert_eq!((*from, m.len()), (NodeId(1), 64));
+                        assert_eq!((*from, m.len()), (id(1), 64));
                         seen[u64::from_be_bytes(m[8..16].try_into().unwrap()) as usize] += 1;
                         got += 1;
                     }

@@ -240,7 +240,8 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 impl Record {
-    /// Appends the record's encoding (a tag byte, then QUIC varints and
+    /// Appends the record's encoding (a tag byte, then node IDs as 8
+    /// bytes big-endian, QUIC varints and
     /// length-prefixed byte strings) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let v = write_varint;
@@ -258,7 +259,7 @@ impl Record {
                 env_rck,
             } => {
                 out.push(tag::SENDER);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *sck);
                 v(out, rck.map_or(0, |r| r + 1));
                 v(out, *env_start);
@@ -267,13 +268,13 @@ impl Record {
             }
             Record::Enqueue { peer, id, data } => {
                 out.push(tag::ENQUEUE);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, id.0);
                 put_bytes(out, data);
             }
             Record::Tokenize { peer, s } => {
                 out.push(tag::TOKENIZE);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *s);
             }
             Record::Token {
@@ -284,7 +285,7 @@ impl Record {
                 data,
             } => {
                 out.push(tag::TOKEN);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *s);
                 v(out, *rck);
                 v(out, id.0);
@@ -292,17 +293,17 @@ impl Record {
             }
             Record::Settle { peer, s } => {
                 out.push(tag::SETTLE);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *s);
             }
             Record::Requeue { peer, s } => {
                 out.push(tag::REQUEUE);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *s);
             }
             Record::SenderClose { peer } => {
                 out.push(tag::SENDER_CLOSE);
-                v(out, peer.0);
+                put_node(out, *peer);
             }
             Record::Receiver {
                 peer,
@@ -311,20 +312,20 @@ impl Record {
                 frontier,
             } => {
                 out.push(tag::RECEIVER);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *sck);
                 v(out, *rck);
                 v(out, *frontier);
             }
             Record::Slots { peer, from, end } => {
                 out.push(tag::SLOTS);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *from);
                 v(out, *end);
             }
             Record::Consumed { peer, s } => {
                 out.push(tag::CONSUMED);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *s);
             }
             Record::Fragment {
@@ -335,7 +336,7 @@ impl Record {
                 data,
             } => {
                 out.push(tag::FRAGMENT);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *s);
                 v(out, *len);
                 v(out, *offset);
@@ -343,24 +344,24 @@ impl Record {
             }
             Record::Consume { peer, s, data } => {
                 out.push(tag::CONSUME);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *s);
                 put_bytes(out, data);
             }
             Record::ConsumeFragments { peer, s } => {
                 out.push(tag::CONSUME_FRAGMENTS);
-                v(out, peer.0);
+                put_node(out, *peer);
                 v(out, *s);
             }
             Record::Inbox { from, data } => {
                 out.push(tag::INBOX);
-                v(out, from.0);
+                put_node(out, *from);
                 put_bytes(out, data);
             }
             Record::Taken => out.push(tag::TAKEN),
             Record::ReceiverDrop { peer } => {
                 out.push(tag::RECEIVER_DROP);
-                v(out, peer.0);
+                put_node(out, *peer);
             }
         }
     }
@@ -460,8 +461,17 @@ fn num(b: &mut Bytes) -> Result<u64, RecordError> {
     read_varint(b, "field").map_err(|_| RecordError("truncated"))
 }
 
+/// Node IDs are whole `u64`s (derived from keys: any value), so they are
+/// stored as 8 bytes, big-endian, not as varints (at most 2^62 - 1).
 fn node(b: &mut Bytes) -> Result<NodeId, RecordError> {
-    num(b).map(NodeId)
+    if b.remaining() < 8 {
+        return Err(RecordError("truncated node ID"));
+    }
+    Ok(NodeId(b.get_u64()))
+}
+
+fn put_node(out: &mut Vec<u8>, id: NodeId) {
+    out.extend_from_slice(&id.0.to_be_bytes());
 }
 
 fn bytes(b: &mut Bytes) -> Result<Bytes, RecordError> {
@@ -574,7 +584,9 @@ impl JournalStore for MemJournal {
     }
 }
 
-const FILE_MAGIC: &[u8; 8] = b"EXONJRN1";
+/// Version 2: node IDs as 8 bytes (version 1 stored them as varints, which
+/// cannot hold IDs derived from keys).
+const FILE_MAGIC: &[u8; 8] = b"EXONJRN2";
 /// Each record is framed as `length: u32 LE, checksum: u64 LE, record`.
 const FRAME_OVERHEAD: usize = 12;
 /// Largest framed record: a 16 MiB message plus its fields.
@@ -830,7 +842,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn sample() -> Vec<Record> {
-        let p = NodeId(7);
+        // A key-derived ID: above the varint range, as most are.
+        let p = NodeId(0xF1E2_D3C4_B5A6_9788);
         vec![
             Record::Checkpoint { next_message: 9 },
             Record::Sender {

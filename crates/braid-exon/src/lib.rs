@@ -39,6 +39,25 @@
 //! flows sharing a bottleneck keep their share; peers are logical
 //! [`NodeId`]s, their address is wherever their last datagram came from.
 //!
+//! # Authentication
+//!
+//! The paper assumes honest peers; a network has others. An
+//! [`ExonNode`] with [`Security::Authenticated`] runs every datagram
+//! through WireGuard-style sessions ([`secure`]): a Noise IK handshake
+//! proves both static keys, node IDs are derived from those keys (so
+//! cannot be chosen or forged), and every envelope, token,
+//! acknowledgement, NACK and slot request after it is sealed (AEAD, a
+//! per-session counter as nonce, an RFC 6479 replay window). A datagram
+//! that fails authentication changes no state: a forged NACK cannot make a
+//! message be sent twice, a forged slot request reserves nothing. The
+//! receiver's memory stays bounded whatever spoofers send: nothing per
+//! peer before a handshake verifies and the [`PeerVerifier`] accepts the
+//! key, at most [`SessionConfig::max_peers`] peers, and slot reservations
+//! within [`MachineConfig::max_reserved_bytes`]. The state machine below is
+//! unchanged by it: it sees only frames from proved peers.
+//! [`Security::InsecureNoAuth`] keeps the bare wire format, for benchmarks
+//! of the protocol alone.
+//!
 //! # Changes to Algorithm 1, and why
 //!
 //! Checking the algorithm as printed against its own proofs found one way
@@ -143,19 +162,43 @@ pub mod guard;
 pub mod journal;
 mod machine;
 mod node;
+pub mod secure;
 pub mod wire;
 
 use std::fmt;
 
 pub use machine::{
     DurablePartial, DurableReceiver, DurableSender, DurableState, Event, Feedback, Machine,
-    MachineConfig, MachineStats, RestoreError, SendError,
+    MachineConfig, MachineStats, RestoreError, SendError, RECORD_BYTES, SLOT_BYTES,
 };
 pub use node::{ExonCc, ExonNode, NodeConfig, NodeStats, Transmit, MAX_DATAGRAM_SIZE};
+pub use secure::{
+    AcceptAnyKey, Cipher, DiscoveryError, Identity, PeerVerifier, PublicKey, Security,
+    SecurityStats, SessionConfig,
+};
 
 /// A node's logical identity. Peers are named by it, never by address.
+///
+/// An authenticated node's ID is derived from its static public key
+/// ([`NodeId::of`], the same value as `braid_identity::NodeId`), and a
+/// peer's ID is only ever taken from a session that proved the key: it
+/// cannot be chosen. The raw constructor names IDs in the protocol's state
+/// machine and its models, and of [`Security::InsecureNoAuth`] nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeId(pub u64);
+
+impl NodeId {
+    /// The ID of the node whose static key is `key`.
+    pub fn of(key: &PublicKey) -> NodeId {
+        NodeId(key.node_id().get())
+    }
+}
+
+impl From<braid_identity::NodeId> for NodeId {
+    fn from(id: braid_identity::NodeId) -> Self {
+        NodeId(id.get())
+    }
+}
 
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

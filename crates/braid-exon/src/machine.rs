@@ -45,6 +45,12 @@ pub struct MachineConfig {
     pub max_outstanding_bytes: u64,
     /// Most receiver records kept; beyond it, unpinned ones are evicted.
     pub max_receivers: usize,
+    /// Most bytes of receiver state reserved for all senders together:
+    /// [`RECORD_BYTES`] per receiver record plus [`SLOT_BYTES`] per live or
+    /// pinned slot. A slot request beyond it is granted what fits, or
+    /// deferred (counted in [`MachineStats::deferred`]; its sender asks
+    /// again, its messages wait queued: nothing is dropped).
+    pub max_reserved_bytes: u64,
     /// Most bytes held in partly received fragmented messages.
     pub max_reassembly_bytes: u64,
     /// Clock reservation block.
@@ -67,12 +73,22 @@ impl Default for MachineConfig {
             max_outstanding: 65_536,
             max_outstanding_bytes: 64 << 20,
             max_receivers: 65_536,
+            max_reserved_bytes: 64 << 20,
             max_reassembly_bytes: 256 << 20,
             clock_block: 1 << 20,
             journal: false,
         }
     }
 }
+
+/// Bytes of reservation a receiver record counts for (its map entry, the
+/// empty sets and counters: an upper estimate), see
+/// [`MachineConfig::max_reserved_bytes`].
+pub const RECORD_BYTES: u64 = 256;
+/// Bytes of reservation a live or pinned slot counts for: a `u64` in a
+/// B-tree set, whose nodes hold 5 to 11 keys with their edges, so at most
+/// about 40 bytes a key.
+pub const SLOT_BYTES: u64 = 40;
 
 /// Why [`Machine::send`] refused a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -170,6 +186,9 @@ pub struct MachineStats {
     pub evicted: u64,
     /// REQSLOTS refused because every receiver record was pinned.
     pub refused: u64,
+    /// Slot requests cut short or deferred because the reservation budget
+    /// ([`MachineConfig::max_reserved_bytes`]) was spent.
+    pub deferred: u64,
     /// Frames naming an incarnation this node never created.
     pub bogus: u64,
     /// Fragments dropped for lack of reassembly memory.
@@ -444,6 +463,8 @@ pub struct Machine {
     feedback: VecDeque<Feedback>,
     next_message: u64,
     reassembly_bytes: u64,
+    /// Live and pinned slots of all receiver records.
+    reserved_slots: u64,
     journal: Journal,
     stats: Counters,
 }
@@ -475,7 +496,19 @@ impl std::ops::DerefMut for Counters {
     }
 }
 
+/// Live and pinned slots of a receiver record.
+fn slot_count(c: &RecvRec) -> u64 {
+    (c.slt.len() + c.consumed.len()) as u64
+}
+
 impl Machine {
+    /// Bytes of receiver state reserved now (see
+    /// [`MachineConfig::max_reserved_bytes`]): never above that budget
+    /// but for records restored from a journal.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.receivers.len() as u64 * RECORD_BYTES + self.reserved_slots * SLOT_BYTES
+    }
+
     /// A node `id` starting from the durable clock value `persisted_clock`
     /// (0 for a new node; after a crash, what its
     /// [`ClockStore`](crate::clock::ClockStore) holds).
@@ -494,6 +527,7 @@ impl Machine {
             feedback: VecDeque::new(),
             next_message: 0,
             reassembly_bytes: 0,
+            reserved_slots: 0,
             journal: Journal {
                 on: cfg_journal,
                 covers_history: cfg_journal && persisted_clock == 0,
@@ -936,6 +970,7 @@ impl Machine {
 
     fn drop_receiver(&mut self, peer: NodeId) {
         if let Some(c) = self.receivers.remove(&peer) {
+            self.reserved_slots -= slot_count(&c);
             self.reassembly_bytes -= c.partial_bytes();
             self.journal.log(|| Record::ReceiverDrop { peer });
         }
@@ -964,6 +999,11 @@ impl Machine {
     pub fn unpoll_control(&mut self, peer: NodeId, frame: Frame) {
         // It was let out, so what it depends on is durable.
         self.outbox.entry(peer).or_default().push_front((0, frame));
+    }
+
+    /// Are control frames waiting for `peer` (perhaps for the journal)?
+    pub fn has_control(&self, peer: NodeId) -> bool {
+        self.outbox.get(&peer).is_some_and(|q| !q.is_empty())
     }
 
     /// Peers with control frames waiting.
@@ -1178,6 +1218,11 @@ impl Machine {
                 self.stats.refused += 1;
                 return;
             }
+            // A record and at least one slot must fit the budget.
+            if self.reserved_bytes() + RECORD_BYTES + SLOT_BYTES > self.cfg.max_reserved_bytes {
+                self.stats.deferred += 1;
+                return;
+            }
             // l. 49-51: a new incarnation, named by the node clock.
             let rck = self.clock.ck;
             self.clock.ck += 1;
@@ -1197,9 +1242,15 @@ impl Machine {
         // Live plus pinned slots per sender: an honest sender holds at most
         // N envelopes and N tokens; pinned slots wait for its next frontier.
         let cap = 4 * self.cfg.max_window;
+        let budget = self
+            .cfg
+            .max_reserved_bytes
+            .saturating_sub(self.reserved_bytes())
+            / SLOT_BYTES;
         let Some(c) = self.receivers.get_mut(&peer) else {
             return;
         };
+        let before = slot_count(c);
         c.last_activity = now;
         // l. 53: forget slots below the frontier. The highest frontier seen
         // is used: the sender's frontier only grows, so an old duplicate
@@ -1217,11 +1268,18 @@ impl Machine {
             let n = n.min(self.cfg.max_window);
             let from = c.sck.max(s);
             let room = (cap as usize).saturating_sub(c.slt.len() + c.consumed.len()) as u64;
+            // Slots freed by the frontier just raised count again.
+            let budget = budget + before.saturating_sub(slot_count(c));
+            let cut = room > budget;
+            let room = room.min(budget);
             let end = if s + n > from {
                 (s + n).min(from + room)
             } else {
                 s + n
             };
+            if cut && end < s + n {
+                self.stats.deferred += 1;
+            }
             for x in from..end {
                 c.slt.insert(x);
             }
@@ -1244,6 +1302,7 @@ impl Machine {
         // retransmission needs this record (otherwise it would be NACKed
         // and sent again: a duplicate).
         let remove = c.slt.is_empty() && !c.pinned();
+        self.reserved_slots = self.reserved_slots - before + slot_count(c);
         if fresh || raised || !created.is_empty() {
             self.journal.log(|| Record::Receiver {
                 peer,
@@ -1442,10 +1501,12 @@ impl Machine {
         let Some(data) = whole else { return };
         let c = self.receivers.get_mut(&peer).expect("record checked above");
         // l. 79-80: consume the slot and deliver, in one step.
+        let before = slot_count(c);
         c.slt.remove(&s);
         if s >= c.frontier {
             c.consumed.insert(s);
         }
+        self.reserved_slots = self.reserved_slots - before + slot_count(c);
         self.stats.delivered += 1;
         self.events
             .push_back((self.journal.seq, Event::Received { from: peer, data }));

@@ -14,8 +14,15 @@
 //! bandwidth-delay product, and runs the timers of Algorithm 1's
 //! `periodically` block. Peers are node IDs; a peer's address is the one
 //! its latest valid datagram came from.
+//!
+//! With [`Security::Authenticated`] (the norm) every datagram after a
+//! peer's handshake is sealed in a session ([`crate::secure`]): frames
+//! reach the machine only from a datagram that authenticated, under the
+//! node ID its session proved, and nothing leaves for a peer until a
+//! session with it exists (its frames wait in the machine meanwhile).
+//! [`Security::InsecureNoAuth`] sends the bare wire format instead.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -26,8 +33,23 @@ use bytes::Bytes;
 use crate::guard::QueueLossGuard;
 use crate::journal::Record;
 use crate::machine::{Event, Feedback, Machine, MachineConfig, RestoreError, SendError};
+use crate::secure::sessions::{key_request, Handled};
+use crate::secure::{
+    Cipher, DiscoveryError, PublicKey, Security, SecurityStats, SessionConfig, Sessions,
+    DATA_HEADER_LEN, KEYREQ_LEN, SEALED_OVERHEAD, TAG_LEN, T_DATA, T_IDREPLY, T_INIT, T_KEYREPLY,
+    T_KEYREQ,
+};
 use crate::wire::{self, Datagram, Frame, HEADER_LEN, TOKEN_OVERHEAD_MAX};
 use crate::{MessageId, NodeId};
+
+/// Bytes around the frames of a datagram in either security mode (the
+/// sealed form's header and tag; the insecure header is smaller): one
+/// fragment size for both, so that they compare fairly.
+const DATAGRAM_OVERHEAD: usize = if SEALED_OVERHEAD > HEADER_LEN {
+    SEALED_OVERHEAD
+} else {
+    HEADER_LEN
+};
 
 /// Congestion controllers an [`ExonNode`] can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -100,6 +122,8 @@ pub struct NodeConfig {
     /// Unpinned receiver records idle this long are forgotten (costing
     /// their sender a retransmission at most); `None` keeps them.
     pub forget_receivers_after: Option<Duration>,
+    /// Sessions, handshakes and discovery (authenticated nodes).
+    pub session: SessionConfig,
 }
 
 impl Default for NodeConfig {
@@ -116,16 +140,17 @@ impl Default for NodeConfig {
             idle_timeout: Duration::from_secs(2),
             keepalive: Duration::from_secs(1),
             forget_receivers_after: Some(Duration::from_secs(120)),
+            session: SessionConfig::default(),
         }
     }
 }
 
 impl NodeConfig {
-    /// Message bytes that fit one datagram next to the header and a TOKEN
-    /// frame header.
+    /// Message bytes that fit one datagram next to the header (and tag)
+    /// and a TOKEN frame header.
     pub fn fragment_size(&self) -> usize {
         self.max_datagram_size
-            .saturating_sub(HEADER_LEN + TOKEN_OVERHEAD_MAX)
+            .saturating_sub(DATAGRAM_OVERHEAD + TOKEN_OVERHEAD_MAX)
             .max(1)
     }
 }
@@ -173,6 +198,8 @@ pub struct NodeStats {
     pub rtos: u64,
     /// Times a peer's address changed.
     pub address_changes: u64,
+    /// The session layer's counters (all zero when insecure).
+    pub security: SecurityStats,
 }
 
 /// One datagram of token fragments in flight: the unit of congestion
@@ -235,18 +262,22 @@ struct Path {
 /// An Exon node: the [`Machine`] plus transmission, over datagrams.
 ///
 /// ```
-/// use braid_exon::{ExonNode, NodeConfig, NodeId, Event};
+/// use braid_exon::{AcceptAnyKey, Event, ExonNode, Identity, NodeConfig, Security};
 /// use braid_core::Instant;
 /// use bytes::Bytes;
+/// use std::sync::Arc;
 ///
 /// let (a_addr, b_addr) = ("10.0.0.1:7".parse().unwrap(), "10.0.0.2:7".parse().unwrap());
-/// let mut a = ExonNode::new(NodeConfig::default(), NodeId(1), 0);
-/// let mut b = ExonNode::new(NodeConfig::default(), NodeId(2), 0);
-/// a.add_peer(NodeId(2), b_addr);
+/// let (ka, kb) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+/// let b_key = kb.public_key();
+/// // Each life of a node gets fresh randomness (here fixed for the example).
+/// let mut a = ExonNode::new(NodeConfig::default(), Security::authenticated(ka, Arc::new(AcceptAnyKey)), [3; 32], 0);
+/// let mut b = ExonNode::new(NodeConfig::default(), Security::authenticated(kb, Arc::new(AcceptAnyKey)), [4; 32], 0);
+/// let b_id = a.add_peer(&b_key, b_addr);
 /// let now = Instant::ZERO;
-/// let id = a.send(now, NodeId(2), Bytes::from_static(b"exactly once")).unwrap();
+/// let id = a.send(now, b_id, Bytes::from_static(b"exactly once")).unwrap();
 /// let mut buf = Vec::new();
-/// for _ in 0..5 {
+/// for _ in 0..6 {
 ///     for n in [&mut a, &mut b] {
 ///         if let Some(limit) = n.clock_request() { n.clock_persisted(limit); } // fsync here
 ///     }
@@ -257,8 +288,8 @@ struct Path {
 ///         a.handle_datagram(now, b_addr, Bytes::copy_from_slice(&buf[..t.size]));
 ///     }
 /// }
-/// assert_eq!(b.poll_event(), Some(Event::Received { from: NodeId(1), data: Bytes::from_static(b"exactly once") }));
-/// assert_eq!(a.poll_event(), Some(Event::Delivered { to: NodeId(2), id }));
+/// assert_eq!(b.poll_event(), Some(Event::Received { from: a.id(), data: Bytes::from_static(b"exactly once") }));
+/// assert_eq!(a.poll_event(), Some(Event::Delivered { to: b_id, id }));
 /// ```
 #[derive(Debug)]
 pub struct ExonNode {
@@ -273,14 +304,37 @@ pub struct ExonNode {
     stats: NodeStats,
     /// Frames of the datagram being handled (kept for its allocation).
     frames: Vec<Frame>,
+    /// The session layer; `None`: insecure, no authentication.
+    secure: Option<Sessions>,
+    /// Insecure mode's discovery: addresses asked (tries, next retry),
+    /// results, and replies to send.
+    plain_discovering: HashMap<SocketAddr, (u32, Instant)>,
+    plain_discovered: VecDeque<(SocketAddr, Result<NodeId, DiscoveryError>)>,
+    plain_out: VecDeque<(SocketAddr, Vec<u8>)>,
 }
 
 impl ExonNode {
-    /// A node `id` whose durable clock holds `persisted_clock` (0 when new).
-    pub fn new(mut cfg: NodeConfig, id: NodeId, persisted_clock: u64) -> ExonNode {
+    /// A node with `security`, whose durable clock holds `persisted_clock`
+    /// (0 when new). `seed` feeds the session layer's randomness (ephemeral
+    /// keys, session indices): it must never repeat across nodes or lives
+    /// of a node (take it from the OS CSPRNG; simulations pass a seeded
+    /// value per life).
+    pub fn new(
+        mut cfg: NodeConfig,
+        security: Security,
+        seed: [u8; 32],
+        persisted_clock: u64,
+    ) -> ExonNode {
         cfg.max_datagram_size = cfg.max_datagram_size.min(MAX_DATAGRAM_SIZE);
         cfg.machine.max_fragment = cfg.fragment_size();
+        let id = security.node_id();
         let machine = Machine::new(id, cfg.machine.clone(), persisted_clock);
+        let secure = match security {
+            Security::Authenticated { identity, verifier } => {
+                Some(Sessions::new(identity, verifier, cfg.session.clone(), seed))
+            }
+            Security::InsecureNoAuth { .. } => None,
+        };
         ExonNode {
             cfg,
             machine,
@@ -291,25 +345,32 @@ impl ExonNode {
             forget_at: None,
             stats: NodeStats::default(),
             frames: Vec::new(),
+            secure,
+            plain_discovering: HashMap::new(),
+            plain_discovered: VecDeque::new(),
+            plain_out: VecDeque::new(),
         }
     }
 
     /// A node restarted after a crash, from its durable clock and the
     /// records its [`JournalStore`](crate::journal::JournalStore) holds
-    /// (`cfg.machine.journal` should be on, as in its previous life). Call
+    /// (`cfg.machine.journal` should be on, as in its previous life), with
+    /// the same identity and a fresh `seed`. Call
     /// [`add_peer`](Self::add_peer) for the peers it sends to; peers that
-    /// send to it are learnt from their datagrams.
+    /// send to it are learnt from their handshakes.
     pub fn restore(
         mut cfg: NodeConfig,
-        id: NodeId,
+        security: Security,
+        seed: [u8; 32],
         persisted_clock: u64,
         records: impl IntoIterator<Item = Record>,
         now: Instant,
     ) -> Result<ExonNode, RestoreError> {
         cfg.max_datagram_size = cfg.max_datagram_size.min(MAX_DATAGRAM_SIZE);
         cfg.machine.max_fragment = cfg.fragment_size();
+        let id = security.node_id();
         let machine = Machine::restore(id, cfg.machine.clone(), persisted_clock, records, now)?;
-        let mut node = ExonNode::new(cfg, id, persisted_clock);
+        let mut node = ExonNode::new(cfg, security, seed, persisted_clock);
         node.machine = machine;
         let senders: Vec<NodeId> = node.machine.sender_peers().collect();
         let receivers: Vec<NodeId> = node.machine.receiver_peers().collect();
@@ -321,6 +382,40 @@ impl ExonNode {
             node.path(peer).keepalive_at = Some(now + keepalive);
         }
         Ok(node)
+    }
+
+    /// True when datagrams are sealed in authenticated sessions.
+    pub fn is_authenticated(&self) -> bool {
+        self.secure.is_some()
+    }
+
+    /// This node's static public key (authenticated nodes).
+    pub fn public_key(&self) -> Option<PublicKey> {
+        self.secure.as_ref().map(Sessions::public_key)
+    }
+
+    /// The key `peer` proved (authenticated nodes).
+    pub fn peer_key(&self, peer: NodeId) -> Option<PublicKey> {
+        self.secure.as_ref().and_then(|s| s.peer_key(peer))
+    }
+
+    /// Uses `cipher` in the handshakes this node starts (the default is
+    /// the faster on this CPU).
+    pub fn set_cipher(&mut self, cipher: Cipher) {
+        if let Some(s) = self.secure.as_mut() {
+            s.set_cipher(cipher);
+        }
+    }
+
+    /// Bytes the session layer holds for peers (an upper estimate: sessions,
+    /// peers, handshakes in progress, queued handshake packets).
+    pub fn session_state_bytes(&self) -> usize {
+        self.secure.as_ref().map_or(0, Sessions::state_bytes)
+    }
+
+    /// Peers with transmission state (paths).
+    pub fn peer_count(&self) -> usize {
+        self.paths.len()
     }
 
     /// This node's ID.
@@ -369,10 +464,57 @@ impl ExonNode {
         })
     }
 
-    /// Tells the node where `peer` is (until a datagram from it says
-    /// otherwise).
-    pub fn add_peer(&mut self, peer: NodeId, addr: SocketAddr) {
+    /// Tells the node that the node with static key `key` is at `addr`
+    /// (until an authenticated datagram from it says otherwise), and
+    /// returns its ID. The key is the application's to trust (known hosts);
+    /// the handshake proves the peer holds it. An insecure node names the
+    /// peer by the same derived ID.
+    pub fn add_peer(&mut self, key: &PublicKey, addr: SocketAddr) -> NodeId {
+        let peer = NodeId::of(key);
+        if let Some(s) = self.secure.as_mut() {
+            // The time only starts the peer's silence clock.
+            s.add_peer(Instant::ZERO, key, addr);
+        }
         self.path(peer).addr = Some(addr);
+        peer
+    }
+
+    /// INSECURE: tells an insecure node that node `id` is at `addr`.
+    /// Refused (false) by an authenticated node, whose peers' IDs come
+    /// only from their keys.
+    pub fn add_insecure_peer(&mut self, id: NodeId, addr: SocketAddr) -> bool {
+        if self.secure.is_some() {
+            return false;
+        }
+        self.path(id).addr = Some(addr);
+        true
+    }
+
+    /// Asks the node at `addr` who it is: an authenticated node learns its
+    /// key (judged by the verifier, proved by the handshake that follows),
+    /// an insecure one its ID. The answer comes from
+    /// [`poll_discovered`](Self::poll_discovered); the peer is then added.
+    pub fn discover(&mut self, now: Instant, addr: SocketAddr) {
+        match self.secure.as_mut() {
+            Some(s) => s.discover(now, addr, &mut self.stats.security),
+            None => {
+                let retry = now + self.cfg.session.handshake_timeout;
+                self.plain_discovering.insert(addr, (1, retry));
+                self.plain_out.push_back((addr, key_request()));
+            }
+        }
+    }
+
+    /// The outcome of a [`discover`](Self::discover).
+    pub fn poll_discovered(&mut self) -> Option<(SocketAddr, Result<NodeId, DiscoveryError>)> {
+        let r = match self.secure.as_mut() {
+            Some(s) => s.poll_discovered(),
+            None => self.plain_discovered.pop_front(),
+        };
+        if let Some((addr, Ok(peer))) = &r {
+            self.path(*peer).addr = Some(*addr);
+        }
+        r
     }
 
     /// The address `peer` is reached at.
@@ -453,8 +595,56 @@ impl ExonNode {
     }
 
     /// A datagram arrived from `src`.
+    ///
+    /// Authenticated nodes act only on datagrams that open in a session
+    /// (and on handshake and discovery packets, which the session layer
+    /// checks itself); everything else is counted and dropped, having
+    /// changed nothing.
     pub fn handle_datagram(&mut self, now: Instant, src: SocketAddr, payload: Bytes) {
         self.stats.datagrams_received += 1;
+        let Some(&kind) = payload.first() else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if self.secure.is_some() {
+            self.handle_sealed(now, src, kind, payload);
+            if let Some(s) = self.secure.as_ref() {
+                self.stats.security = s.stats(self.stats.security);
+            }
+            return;
+        }
+        match kind {
+            wire::MAGIC => self.handle_plain(now, src, payload),
+            T_KEYREQ if payload.len() == KEYREQ_LEN => {
+                let mut reply = Vec::with_capacity(9);
+                reply.push(T_IDREPLY);
+                reply.extend_from_slice(&self.id().0.to_be_bytes());
+                if self.plain_out.len() < self.cfg.session.max_queued {
+                    self.plain_out.push_back((src, reply));
+                } else {
+                    self.stats.security.queue_dropped += 1;
+                }
+            }
+            T_IDREPLY if payload.len() == 9 => {
+                if self.plain_discovering.remove(&src).is_some() {
+                    let mut id = [0u8; 8];
+                    id.copy_from_slice(&payload[1..]);
+                    let peer = NodeId(u64::from_be_bytes(id));
+                    self.plain_discovered.push_back((src, Ok(peer)));
+                }
+            }
+            T_KEYREPLY => {
+                if self.plain_discovering.remove(&src).is_some() {
+                    self.plain_discovered
+                        .push_back((src, Err(DiscoveryError::ModeMismatch(src))));
+                }
+            }
+            _ => self.stats.malformed += 1,
+        }
+    }
+
+    /// An insecure datagram: node IDs in its header.
+    fn handle_plain(&mut self, now: Instant, src: SocketAddr, payload: Bytes) {
         // The whole datagram decodes before any frame is acted on: a
         // malformed batch is dropped whole. The frame list is reused.
         let mut frames = std::mem::take(&mut self.frames);
@@ -472,14 +662,66 @@ impl ExonNode {
             self.frames = frames;
             return;
         }
-        let peer = src_id;
+        self.deliver_frames(now, src, src_id, frames);
+    }
+
+    /// A datagram to an authenticated node.
+    fn handle_sealed(&mut self, now: Instant, src: SocketAddr, kind: u8, payload: Bytes) {
+        let Some(sessions) = self.secure.as_mut() else {
+            return;
+        };
+        match kind {
+            T_DATA => {
+                // Opened in place: a copy only if the buffer is shared.
+                let mut buf: Vec<u8> = payload.into();
+                let Some(opened) = sessions.open(now, src, &mut buf, &mut self.stats.security)
+                else {
+                    return;
+                };
+                let plain = Bytes::from(buf).slice(opened.frames);
+                let mut frames = std::mem::take(&mut self.frames);
+                if wire::decode_frames(plain, &mut frames).is_err() {
+                    // Authenticated but malformed: a bug of the peer's,
+                    // dropped whole.
+                    self.stats.malformed += 1;
+                    self.frames = frames;
+                    return;
+                }
+                self.deliver_frames(now, src, opened.peer, frames);
+            }
+            T_INIT..=T_IDREPLY => {
+                if let Handled::Peer { peer, addr } =
+                    sessions.handle(now, src, &payload, &mut self.stats.security)
+                {
+                    self.note_address(peer, addr);
+                }
+            }
+            _ => self.stats.security.unauthenticated += 1,
+        }
+    }
+
+    /// The peer's address, as its latest authenticated datagram says
+    /// (roaming).
+    fn note_address(&mut self, peer: NodeId, addr: SocketAddr) {
         let p = self.path(peer);
-        let moved = p.addr.is_some_and(|a| a != src);
-        p.addr = Some(src);
+        let moved = p.addr.is_some_and(|a| a != addr);
+        p.addr = Some(addr);
         p.keepalive_backoff = 0;
         if moved {
             self.stats.address_changes += 1;
         }
+    }
+
+    /// Hands the frames of a datagram from `peer` (proved, or claimed in
+    /// insecure mode) to the machine.
+    fn deliver_frames(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        peer: NodeId,
+        mut frames: Vec<Frame>,
+    ) {
+        self.note_address(peer, src);
         for f in frames.drain(..) {
             self.machine.handle_frame(now, peer, f);
         }
@@ -673,6 +915,10 @@ impl ExonNode {
         max_datagrams: usize,
     ) -> Option<Transmit> {
         buf.clear();
+        // Handshake and discovery packets first: they open the way.
+        if let Some(t) = self.poll_handshake(buf) {
+            return Some(t);
+        }
         let n = self.order.len();
         for k in 0..n {
             let i = (self.next_peer + k) % n;
@@ -680,6 +926,9 @@ impl ExonNode {
             let Some(dst) = self.paths.get(&peer).and_then(|p| p.addr) else {
                 continue;
             };
+            if self.secure.is_some() && !self.session_ready(now, peer) {
+                continue;
+            }
             let Some(first) = self.build(now, peer, buf, self.cfg.max_datagram_size) else {
                 continue;
             };
@@ -696,6 +945,10 @@ impl ExonNode {
                 }
             }
             self.next_peer = (i + 1) % n;
+            if let Some(s) = self.secure.as_ref() {
+                // A handshake started for a re-key queued its initiation.
+                self.stats.security = s.stats(self.stats.security);
+            }
             self.stats.datagrams_sent += datagrams as u64;
             self.stats.bytes_sent += buf.len() as u64;
             return Some(Transmit {
@@ -705,7 +958,25 @@ impl ExonNode {
                 datagrams,
             });
         }
-        None
+        // A handshake started above for a peer without a session.
+        self.poll_handshake(buf)
+    }
+
+    /// The next handshake or discovery packet, alone in `buf`.
+    fn poll_handshake(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let (dst, packet) = match self.secure.as_mut() {
+            Some(s) => s.poll_out(),
+            None => self.plain_out.pop_front(),
+        }?;
+        buf.extend_from_slice(&packet);
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += packet.len() as u64;
+        Some(Transmit {
+            dst,
+            size: packet.len(),
+            segment_size: packet.len(),
+            datagrams: 1,
+        })
     }
 
     /// Moves the events ready for the application to `out` (see
@@ -717,6 +988,20 @@ impl ExonNode {
             out.push(ev);
         }
         out.len() - before
+    }
+
+    /// Has `peer` a session to seal with? Without one, and with something
+    /// to send, a handshake is started (its initiation goes out with the
+    /// next poll); the frames wait in the machine meanwhile.
+    fn session_ready(&mut self, now: Instant, peer: NodeId) -> bool {
+        let wants = self.machine.has_control(peer) || self.machine.has_fragment(peer);
+        let Some(s) = self.secure.as_mut() else {
+            return true;
+        };
+        if !wants {
+            return false;
+        }
+        s.ready(now, peer, &mut self.stats.security)
     }
 
     /// Would [`send`](Self::send) find room for a `len`-byte message to
@@ -736,8 +1021,19 @@ impl ExonNode {
         limit: usize,
     ) -> Option<usize> {
         let start = buf.len();
+        let sealed = self.secure.is_some();
+        // Frames end where the tag (if any) still fits the limit.
+        let limit = if sealed {
+            limit.saturating_sub(TAG_LEN)
+        } else {
+            limit
+        };
         let max = start + limit;
-        wire::encode_header(buf, self.id(), peer);
+        if sealed {
+            buf.resize(start + DATA_HEADER_LEN, 0); // written by the seal
+        } else {
+            wire::encode_header(buf, self.id(), peer);
+        }
         // Control frames first: they are small and unblock the peer.
         while let Some(f) = self.machine.poll_control(peer) {
             if buf.len() + f.encoded_len() > max {
@@ -751,7 +1047,7 @@ impl ExonNode {
         // up once, and its window and pacing rate read once: nothing in
         // the loop changes them.
         let Some(p) = self.paths.get_mut(&peer) else {
-            return Self::finish_build(buf, start);
+            return self.finish_build(peer, buf, start);
         };
         let window = match &p.guard {
             Some(g) => g.limit(p.cc.window()),
@@ -810,15 +1106,29 @@ impl ExonNode {
                 g.on_sent(p.bytes_in_flight);
             }
         }
-        Self::finish_build(buf, start)
+        self.finish_build(peer, buf, start)
     }
 
-    /// The length of the datagram appended at `start`, or `None` (and the
-    /// header taken back) when it holds no frame.
-    fn finish_build(buf: &mut Vec<u8>, start: usize) -> Option<usize> {
-        if buf.len() == start + HEADER_LEN {
+    /// The length of the datagram appended at `start` (sealed, for an
+    /// authenticated node), or `None` (and the header taken back) when it
+    /// holds no frame.
+    fn finish_build(&mut self, peer: NodeId, buf: &mut Vec<u8>, start: usize) -> Option<usize> {
+        let header = if self.secure.is_some() {
+            DATA_HEADER_LEN
+        } else {
+            HEADER_LEN
+        };
+        if buf.len() == start + header {
             buf.truncate(start);
             return None;
+        }
+        if let Some(s) = self.secure.as_mut() {
+            if !s.seal(peer, buf, start) {
+                // Cannot happen after `session_ready`; nothing leaves
+                // unsealed if it does (the fragments count as lost).
+                buf.truncate(start);
+                return None;
+            }
         }
         Some(buf.len() - start)
     }
@@ -847,6 +1157,10 @@ impl ExonNode {
                     .map(|t| t + cfg.idle_timeout),
             );
         }
+        match self.secure.as_ref() {
+            Some(s) => consider(s.poll_timeout()),
+            None => consider(self.plain_discovering.values().map(|(_, t)| *t).min()),
+        }
         next
     }
 
@@ -857,6 +1171,13 @@ impl ExonNode {
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         let cfg = self.cfg.clone();
+        match self.secure.as_mut() {
+            Some(s) => {
+                s.handle_timeout(now, &mut self.stats.security);
+                self.stats.security = s.stats(self.stats.security);
+            }
+            None => self.plain_discovery_timeout(now),
+        }
         let peers: Vec<NodeId> = self.order.clone();
         for p in self.paths.values_mut() {
             if p.pace_at.is_some_and(|t| t <= now) {
@@ -880,16 +1201,17 @@ impl ExonNode {
             self.declare_lost(now, peer, &remnants);
             // Retransmission timeout (RFC 6298 §5.4-5.6): everything in
             // flight to the peer is presumed lost.
-            let expired: Vec<u64> = match self.paths.get(&peer) {
+            let (expired, oldest): (Vec<u64>, Option<Instant>) = match self.paths.get(&peer) {
                 Some(p) => match p.in_flight.first_key_value() {
                     Some((_, t)) if t.sent_at + p.rtt.rto() <= now => {
-                        p.in_flight.keys().copied().collect()
+                        (p.in_flight.keys().copied().collect(), Some(t.sent_at))
                     }
-                    _ => Vec::new(),
+                    _ => (Vec::new(), None),
                 },
                 None => continue,
             };
             if !expired.is_empty() {
+                self.nudge_session(now, peer, oldest);
                 self.stats.rtos += 1;
                 self.declare_lost(now, peer, &expired);
                 if let Some(p) = self.paths.get_mut(&peer) {
@@ -901,6 +1223,8 @@ impl ExonNode {
             let p = self.paths.get_mut(&peer).expect("peer listed");
             if p.request_at.is_some_and(|t| t <= now) {
                 p.request_at = None;
+                self.nudge_session(now, peer, None);
+                let p = self.paths.get_mut(&peer).expect("peer listed");
                 if expired.is_empty() {
                     p.rtt.back_off();
                 }
@@ -924,6 +1248,7 @@ impl ExonNode {
                 match p.keepalive_at {
                     None => p.keepalive_at = Some(now + cfg.keepalive),
                     Some(t) if t <= now => {
+                        self.nudge_session(now, peer, None);
                         self.machine.keepalive(peer);
                         let p = self.paths.get_mut(&peer).expect("peer listed");
                         p.keepalive_backoff = (p.keepalive_backoff + 1).min(6);
@@ -940,6 +1265,39 @@ impl ExonNode {
             }
         }
         self.drop_unused_paths();
+    }
+
+    /// A retransmission timer for `peer` fired: the session layer checks
+    /// whether the peer has gone silent (and may have lost its sessions).
+    /// `unanswered` is when the oldest datagram the timer gave up on was
+    /// sent, for a retransmission timeout.
+    fn nudge_session(&mut self, now: Instant, peer: NodeId, unanswered: Option<Instant>) {
+        if let Some(s) = self.secure.as_mut() {
+            s.nudge(now, peer, unanswered, &mut self.stats.security);
+        }
+    }
+
+    /// Retries or gives up insecure discoveries.
+    fn plain_discovery_timeout(&mut self, now: Instant) {
+        let base = self.cfg.session.handshake_timeout;
+        let tries = self.cfg.session.discovery_tries;
+        let mut failed = Vec::new();
+        for (&addr, (n, at)) in self.plain_discovering.iter_mut() {
+            if *at <= now {
+                if *n >= tries {
+                    failed.push(addr);
+                } else {
+                    *n += 1;
+                    *at = now + base * (1u32 << (*n).min(6));
+                    self.plain_out.push_back((addr, key_request()));
+                }
+            }
+        }
+        for addr in failed {
+            self.plain_discovering.remove(&addr);
+            self.plain_discovered
+                .push_back((addr, Err(DiscoveryError::Timeout(addr))));
+        }
     }
 
     /// Arms timers after a call that changed the machine; the driver calls

@@ -15,6 +15,12 @@
 //! 0x07 FRAGACK   s r k (start, len)…        byte ranges of a fragmented token held
 //! ```
 //!
+//! This is the insecure form (`--insecure-no-auth`), whose node IDs anyone
+//! can forge. An authenticated node sends the same frames sealed in a
+//! session ([`crate::secure`]): a sealed datagram has no node IDs (its
+//! session names the peer), only `0xE4 receiver_index:u32 counter:u64`,
+//! then the encrypted frames and the tag.
+//!
 //! Node identifiers are big-endian `u64`; every other integer is a QUIC
 //! varint (RFC 9000 §16, via [`braid_proto::wire::write_varint`]). Slot
 //! lists are ascending, delta-encoded (`Δ ≥ 1`). Peers are named by node
@@ -272,17 +278,27 @@ impl Datagram {
         }
         let src = NodeId(bytes.get_u64());
         let dst = NodeId(bytes.get_u64());
-        while bytes.has_remaining() {
-            match decode_frame(&mut bytes) {
-                Ok(f) => frames.push(f),
-                Err(e) => {
-                    frames.clear();
-                    return Err(e);
-                }
-            }
-        }
+        decode_frames(bytes, frames)?;
         Ok((src, dst))
     }
+}
+
+/// Decodes a run of frames (the plaintext of a sealed datagram, or what
+/// follows an insecure datagram's header) into `frames`, cleared first.
+/// On an error `frames` is left empty: a batch is taken whole or not at
+/// all.
+pub fn decode_frames(mut bytes: Bytes, frames: &mut Vec<Frame>) -> Result<(), DecodeError> {
+    frames.clear();
+    while bytes.has_remaining() {
+        match decode_frame(&mut bytes) {
+            Ok(f) => frames.push(f),
+            Err(e) => {
+                frames.clear();
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn decode_frame(b: &mut Bytes) -> Result<Frame, DecodeError> {

@@ -368,6 +368,7 @@ fn config(window: u64, fragment: usize) -> MachineConfig {
         max_receivers: 4,
         max_reassembly_bytes: 1 << 20,
         clock_block: 2,
+        max_reserved_bytes: u64::MAX,
         journal: false,
     }
 }

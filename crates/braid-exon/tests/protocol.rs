@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use braid_core::Instant;
 use braid_exon::wire::{self, Datagram, Frame, MAX_MESSAGE};
-use braid_exon::{Event, ExonNode, Machine, MachineConfig, NodeConfig, NodeId};
+use braid_exon::{Event, ExonNode, Machine, MachineConfig, NodeConfig, NodeId, Security};
 use braid_sim::Simulator;
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -251,7 +251,12 @@ fn records_vanish_after_a_conversation() {
 
 #[test]
 fn node_counts_and_drops_malformed_datagrams() {
-    let mut n = ExonNode::new(NodeConfig::default(), B, 0);
+    let mut n = ExonNode::new(
+        NodeConfig::default(),
+        Security::InsecureNoAuth { id: B },
+        [0; 32],
+        0,
+    );
     let src: SocketAddr = "10.0.0.1:1".parse().unwrap();
     n.handle_datagram(NOW, src, Bytes::from_static(b"garbage"));
     let mut d = Vec::new();
@@ -277,8 +282,10 @@ fn sixteen_mebibyte_messages_arrive_whole_and_once() {
         keepalive: Duration::from_millis(200),
         ..NodeConfig::default()
     };
-    let mut ha = Host::new(A, B, cfg.clone(), vec![sa], sb);
-    let hb = Host::new(B, A, cfg, vec![sb], sa);
+    let (ka, kb) = (support::identity(1), support::identity(2));
+    let (pa, pb) = (ka.public_key(), kb.public_key());
+    let mut ha = Host::new(ka, pb, cfg.clone(), vec![sa], sb);
+    let hb = Host::new(kb, pa, cfg, vec![sb], sa);
     let sizes = [MAX_MESSAGE as usize, 3_000, 1, 100_000, 0, 1_300, 1_301];
     ha.app.to_send = sizes
         .iter()
@@ -404,9 +411,12 @@ proptest! {
 fn node_pair() -> (ExonNode, ExonNode, SocketAddr, SocketAddr) {
     let (sa, sb): (SocketAddr, SocketAddr) =
         ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
-    let mut a = ExonNode::new(NodeConfig::default(), A, 0);
-    let b = ExonNode::new(NodeConfig::default(), B, 0);
-    a.add_peer(B, sb);
+    // The bare protocol: these tests read its plaintext datagrams (the
+    // sealed form is tested in tests/security.rs).
+    let insecure = |id| Security::InsecureNoAuth { id };
+    let mut a = ExonNode::new(NodeConfig::default(), insecure(A), [1; 32], 0);
+    let b = ExonNode::new(NodeConfig::default(), insecure(B), [2; 32], 0);
+    a.add_insecure_peer(B, sb);
     (a, b, sa, sb)
 }
 

@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use braid_core::{Instant, Rng, RngExt, SeedableRng};
-use braid_exon::{ExonNode, NodeConfig, NodeId};
+use braid_exon::{ExonNode, NodeConfig};
 use braid_link::LinkSpec;
 use braid_sim::{NodeId as SimId, Simulator};
 use support::Host;
@@ -58,8 +58,10 @@ struct RunSpec {
     journal: bool,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Totals {
+    /// Session handshakes completed (encryption is on in every run).
+    handshakes: u64,
     runs: u64,
     accepted: u64,
     exactly_once: u64,
@@ -78,6 +80,7 @@ struct Totals {
 impl Totals {
     fn add(&mut self, o: &Totals) {
         self.runs += o.runs;
+        self.handshakes += o.handshakes;
         self.accepted += o.accepted;
         self.exactly_once += o.exactly_once;
         self.in_doubt += o.in_doubt;
@@ -205,14 +208,15 @@ fn run(spec: &RunSpec) -> Result<Totals, String> {
         [ip("10.0.0.2"), ip("10.0.1.2")],
     ];
     let sock = |i: IpAddr| SocketAddr::new(i, 4000);
-    let nid = [NodeId(0xA), NodeId(0xB)];
+    // Encryption on: each host an identity, trusting only the other's key.
+    let keys = [support::identity(0xA), support::identity(0xB)];
     let mut sim: Simulator<Host> = Simulator::new(spec.seed);
     let mut rng = Rng::seed_from_u64(spec.seed);
     let mut ids = Vec::new();
     for h in 0..2 {
         let mut host = Host::new(
-            nid[h],
-            nid[1 - h],
+            keys[h].clone(),
+            keys[1 - h].public_key(),
             node_config(spec.journal),
             ips[h].map(sock).to_vec(),
             sock(ips[1 - h][0]),
@@ -420,6 +424,7 @@ fn run(spec: &RunSpec) -> Result<Totals, String> {
             .stats()
             .resent_after_nack;
         totals.datagrams += n.stats().datagrams_received;
+        totals.handshakes += n.stats().security.handshakes;
         totals.checkpoints += snd.checkpoints;
         totals.restores_compared += snd.restores_compared;
     }
@@ -479,6 +484,9 @@ fn quarter(q: u64) {
             "only {} messages in quarter {q}",
             t.accepted
         );
+        // Every run was encrypted: both ends completed handshakes (more
+        // than one per run: restarts and silence re-key).
+        assert!(t.handshakes >= 2 * t.runs, "{t:?}");
         // Faults happened: the campaign is not vacuous.
         assert!(t.crashes > 0 && t.moves > 0 && t.partitions > 0, "{t:?}");
         // Every accepted message exactly once, crashes included.
@@ -502,6 +510,18 @@ fn clock_only() {
             t.in_doubt > 0,
             "crashes should leave some messages in doubt: {t:?}"
         );
+    }
+}
+
+/// The same seed gives the same run, encryption included (the simulator's
+/// seeded randomness reaches the handshakes).
+#[test]
+fn runs_are_deterministic() {
+    for seed in [3, 17] {
+        let spec = spec_for(seed, true);
+        let (x, y) = (run(&spec).unwrap(), run(&spec).unwrap());
+        assert_eq!(x, y, "seed {seed}");
+        assert!(x.handshakes >= 1, "{x:?}");
     }
 }
 

@@ -48,6 +48,24 @@ impl NodeAuth {
         NodeAuth::Files(braid_net::NodeSecurity { policy: TrustPolicy::InsecureNoAuth, ..Default::default() })
     }
 
+    /// Two fresh identities, each trusting only the other's key: the two
+    /// nodes of one program (the lab's DATA runs, benchmarks), as
+    /// `braid_net::pinned_pair` is for two endpoints. Keys come from the
+    /// operating system and live only in memory.
+    pub fn pinned_pair() -> Result<(NodeAuth, NodeAuth), NodeError> {
+        let fresh = || Identity::generate_os().map_err(|e| NodeError::Security(format!("a fresh identity: {e}")));
+        let (a, b) = (fresh()?, fresh()?);
+        let trusting = |other: &Identity| -> Result<Arc<TrustStore>, NodeError> {
+            let mut hosts = braid_identity::KnownHosts::new();
+            hosts
+                .append(braid_identity::Pattern::Any, other.public_key(), "the other node of this program")
+                .map_err(|e| NodeError::Security(e.to_string()))?;
+            Ok(Arc::new(TrustStore::new(TrustPolicy::KnownHosts, hosts)))
+        };
+        let (trust_b, trust_a) = (trusting(&b)?, trusting(&a)?);
+        Ok((NodeAuth::Keys { identity: a, trust: trust_b }, NodeAuth::Keys { identity: b, trust: trust_a }))
+    }
+
     /// The trust policy in force.
     pub fn policy(&self) -> TrustPolicy {
         match self {

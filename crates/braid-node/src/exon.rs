@@ -2,26 +2,29 @@
 //! connections, one frame per Exon message, through `braid-exon-net`'s
 //! [`ExonSocket`] at the node's base port + 2.
 //!
-//! Exon names peers by [`NodeId`], the node by addresses. Each node's Exon
-//! id is derived from the socket address of its Exon port
-//! ([`exon_node_id`]: FNV-1a 64 of the IP's bytes and the port), so a
-//! sender computes the destination's id from the destination address
-//! alone and tells the socket where that id lives (`add_peer`). The
-//! receiver needs no reverse mapping: the sender's address is in the Node
-//! header inside the frame, and Exon itself learns the sender's socket
-//! address from its datagrams (for its acknowledgements).
+//! Exon names peers by [`NodeId`], the node by addresses. With
+//! authentication on (the default), a node's Exon ID is derived from its
+//! static public key and cannot be chosen: the first message to an Exon
+//! address asks the node there for its key ([`ExonSocket::connect`]), the
+//! socket's verifier judges it (known hosts, TOFU, or any key with the
+//! socket's default security), the handshake proves it, and the address's
+//! ID is cached. The receiver needs no reverse mapping: the sender's
+//! address is in the Node header inside the frame, and Exon itself learns
+//! the sender's socket address from its authenticated datagrams (for its
+//! acknowledgements). The node's identity and trust come from
+//! `config.exon.security` ([`braid_exon_net::ExonSecurity`]).
 //!
 //! Delivery notifications come from Exon's outcomes: `Delivered` when the
 //! destination acknowledged the message (it was delivered there exactly
 //! once), `Failed(ConnectionLost)` when it is in doubt (the destination
 //! restarted before acknowledging: at most once).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use braid_exon::{MessageId, NodeId};
-use braid_exon_net::{ExonSocket, Outcome, SocketConfig};
+use braid_exon_net::{ExonSecurity, ExonSocket, Outcome, SocketConfig};
 
 use crate::node::Core;
 use crate::notify::Notifier;
@@ -32,15 +35,56 @@ use crate::{FailReason, Header, SendError, Transport};
 /// The largest message Exon carries (its wire limit).
 pub(crate) const EXON_MAX_MESSAGE: usize = 16 << 20;
 
-/// The Exon node id of the Exon socket at `addr`: FNV-1a (64 bit) over
-/// the IP address's octets (4 or 16) followed by the port, big-endian.
-/// Stable across processes and machines, so both ends agree on it without
-/// exchanging anything. Id 0 is avoided (mapped to 1).
+/// What a message sent over Exon waits for.
+enum Slot {
+    /// Sent, its outcome not known yet.
+    Waiting(Notifier),
+    /// The outcome arrived before the sender registered the message.
+    Early(Outcome),
+}
+
+/// The node's Exon socket and the messages waiting for their outcome.
+pub(crate) struct Exon {
+    socket: Arc<ExonSocket>,
+    /// The Exon ID found at each address sent to.
+    peers: Mutex<HashMap<SocketAddr, NodeId>>,
+    slots: Arc<Mutex<HashMap<MessageId, Slot>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The Exon security of a node: authenticated and encrypted sessions unless
+/// the node runs `InsecureNoAuth` (then the bare protocol, its ID derived
+/// from the socket's address at bind, see [`insecure_id`]).
 ///
-/// Collisions between two addresses a node talks to would make Exon treat
-/// them as one peer; with 64-bit ids and a handful of peers per node the
-/// chance is negligible (birthday bound ≈ n²/2⁶⁵).
-pub(crate) fn exon_node_id(addr: SocketAddr) -> NodeId {
+/// The sessions use an identity made for this node at bind
+/// ([`ExonSecurity::EphemeralIdentity`]), not the node's key file: Exon
+/// names a node by its key, and nodes that share a key file (every node of
+/// one user on one machine, by default) would share one Exon ID, so one
+/// would take the other's messages for its own and a restart of either
+/// would be taken for a restart of both, which breaks exactly-once. Every
+/// datagram is sealed and node IDs cannot be forged, but peers' Exon keys
+/// are not judged against known hosts yet (the node's TCP and Braid
+/// transports are): binding an Exon identity to the node's key (signed by
+/// it) is what that needs.
+pub(crate) fn security(authenticated: bool) -> ExonSecurity {
+    if authenticated {
+        ExonSecurity::EphemeralIdentity
+    } else {
+        ExonSecurity::InsecureNoAuth { id: NodeId(0) }
+    }
+}
+
+/// The node ID of the insecure Exon socket at `addr`, which both ends
+/// compute without exchanging anything (there is no handshake to learn it
+/// from): FNV-1a over the IP address's octets (4 or 16) followed by the
+/// port, big-endian; 0 is mapped to 1. Anyone can claim it: that is what
+/// `--insecure-no-auth` means. Collisions between two addresses a node
+/// talks to would merge them into one peer; with 64-bit IDs and a handful
+/// of peers the chance is negligible (≈ n²/2⁶⁵).
+pub(crate) fn insecure_id(addr: SocketAddr) -> NodeId {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut h = OFFSET;
@@ -56,43 +100,39 @@ pub(crate) fn exon_node_id(addr: SocketAddr) -> NodeId {
     NodeId(h.max(1))
 }
 
-/// What a message sent over Exon waits for.
-enum Slot {
-    /// Sent, its outcome not known yet.
-    Waiting(Notifier),
-    /// The outcome arrived before the sender registered the message.
-    Early(Outcome),
-}
-
-/// The node's Exon socket and the messages waiting for their outcome.
-pub(crate) struct Exon {
-    socket: Arc<ExonSocket>,
-    peers: Mutex<HashSet<SocketAddr>>,
-    slots: Arc<Mutex<HashMap<MessageId, Slot>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Exon {
     /// Bind the Exon socket at `addr` (the node's base port + 2).
-    pub(crate) async fn bind(addr: SocketAddr, config: SocketConfig) -> std::io::Result<Exon> {
-        // The id depends on the port actually bound: bind a plain socket
-        // first when the port is ephemeral, to learn it.
-        let addr = if addr.port() == 0 {
-            let probe = std::net::UdpSocket::bind(addr)?;
-            let a = probe.local_addr()?;
-            drop(probe);
-            a
-        } else {
-            addr
-        };
-        let socket = ExonSocket::bind(addr, exon_node_id(addr), config).await.map_err(|e| match e {
+    pub(crate) async fn bind(addr: SocketAddr, mut config: SocketConfig) -> std::io::Result<Exon> {
+        let mut addr = addr;
+        if let ExonSecurity::InsecureNoAuth { id } = &mut config.security {
+            // The ID is the address's: find the port first when none is given.
+            if addr.port() == 0 {
+                addr = std::net::UdpSocket::bind(addr)?.local_addr()?;
+            }
+            *id = insecure_id(addr);
+        }
+        let socket = ExonSocket::bind(addr, config).await.map_err(|e| match e {
             braid_exon_net::Error::Io(e) => e,
             e => std::io::Error::other(e.to_string()),
         })?;
-        Ok(Exon { socket: Arc::new(socket), peers: Mutex::new(HashSet::new()), slots: Arc::new(Mutex::new(HashMap::new())) })
+        Ok(Exon { socket: Arc::new(socket), peers: Mutex::new(HashMap::new()), slots: Arc::new(Mutex::new(HashMap::new())) })
+    }
+
+    /// The Exon ID of the node at `to`: cached, or learned from it (its
+    /// key, judged by the socket's verifier).
+    async fn peer_at(&self, to: SocketAddr) -> Result<NodeId, braid_exon_net::Error> {
+        if let Some(id) = lock(&self.peers).get(&to) {
+            return Ok(*id);
+        }
+        let id = if self.socket.public_key().is_some() {
+            self.socket.connect(to).await?
+        } else {
+            let id = insecure_id(to);
+            self.socket.add_insecure_peer(id, to)?;
+            id
+        };
+        lock(&self.peers).insert(to, id);
+        Ok(id)
     }
 
     /// The bound address.
@@ -113,10 +153,15 @@ impl Exon {
         if size > EXON_MAX_MESSAGE {
             return Err(SendError::TooLarge { transport: Transport::Exon, size, max: EXON_MAX_MESSAGE });
         }
-        let peer = exon_node_id(to);
-        if lock(&self.peers).insert(to) && self.socket.add_peer(peer, to).is_err() {
-            return Err(SendError::Closed);
-        }
+        let peer = match self.peer_at(to).await {
+            Ok(peer) => peer,
+            Err(braid_exon_net::Error::Closed) => return Err(SendError::Closed),
+            Err(e) => {
+                bump(&core.counters.messages_failed);
+                notifier.failed(FailReason::Io(format!("Exon peer at {to}: {e}")));
+                return Ok(());
+            }
+        };
         match self.socket.send(peer, frame.frame()).await {
             Ok(id) => {
                 core.counters.exon.on_sent(size);
@@ -198,26 +243,5 @@ pub(crate) async fn outcome_loop<H: Header>(core: Arc<Core<H>>, exon: Arc<Exon>)
             },
             _ = crate::node::stopped(&mut shutdown) => return,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn node_ids_are_stable_and_distinguish_ports_and_ips() {
-        let a: SocketAddr = "192.0.2.1:4002".parse().unwrap();
-        assert_eq!(exon_node_id(a), exon_node_id(a));
-        assert_ne!(exon_node_id(a), exon_node_id("192.0.2.1:4003".parse().unwrap()));
-        assert_ne!(exon_node_id(a), exon_node_id("192.0.2.2:4002".parse().unwrap()));
-        assert_ne!(exon_node_id(a), exon_node_id("[::1]:4002".parse().unwrap()));
-        // FNV-1a reference value, so the derivation never drifts silently
-        // (two nodes built from different versions must agree).
-        assert_eq!(exon_node_id("127.0.0.1:1".parse().unwrap()), NodeId(fnv(&[127, 0, 0, 1, 0, 1])));
-    }
-
-    fn fnv(bytes: &[u8]) -> u64 {
-        bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
     }
 }

@@ -47,6 +47,7 @@
 pub mod framing;
 pub mod size;
 pub mod transfer;
+pub mod transfer_stream;
 
 pub use braid_core::Instant;
 pub use braid_link::LinkSpec;

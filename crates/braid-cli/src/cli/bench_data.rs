@@ -88,6 +88,12 @@ pub struct BenchDataArgs {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
+    /// Run both nodes without authentication or encryption (the bare
+    /// protocols; by default TLS on TCP and Noise on Braid, each node a
+    /// fresh identity pinned to the other's). The JSON's `encrypted` says
+    /// which.
+    #[arg(long)]
+    insecure_no_auth: bool,
 }
 
 fn parse_rtt(s: &str) -> Result<u32, String> {
@@ -144,6 +150,7 @@ fn experiments(args: &BenchDataArgs) -> Vec<Experiment> {
                 ("message_size".into(), Value::Size(args.message_size.0)),
                 ("control_secs".into(), Value::Duration(control)),
                 ("transfer_timeout".into(), Value::Duration(args.timeout)),
+                ("encrypted".into(), Value::Bool(!args.insecure_no_auth)),
             ];
             if let Some(r) = args.data_ratio {
                 e.push(("data_policy".into(), Value::Enum("static".into())));
@@ -209,6 +216,7 @@ pub async fn run(args: BenchDataArgs) -> anyhow::Result<Outcome> {
         message_size: args.message_size.0,
         repeat: args.repeat,
         control_secs: args.control_secs,
+        encrypted: !args.insecure_no_auth,
     };
     let report = DataBenchReport::new(&settings, &groups);
     if let Some(path) = &args.plot {
@@ -217,7 +225,8 @@ pub async fn run(args: BenchDataArgs) -> anyhow::Result<Outcome> {
     if args.json {
         emit(&serde_json::to_string(&report)?);
     } else {
-        emit(&format!("Goodput of {} over rate={} (queue 1 BDP):", args.bytes, args.rate));
+        let protection = if report.encrypted { "encrypted" } else { "NOT encrypted, --insecure-no-auth" };
+        emit(&format!("Goodput of {} over rate={} (queue 1 BDP; {protection}):", args.bytes, args.rate));
         emit(&render(&report.goodput_table()));
         if !report.control.is_empty() {
             emit(&format!("Control-message round trips (Fig. 8) over {:.0} s runs:", args.control_secs));

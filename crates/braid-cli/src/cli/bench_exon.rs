@@ -100,6 +100,9 @@ pub struct BenchExonArgs {
     /// Keep Exon's sender and receiver records durable in DIR (clock and journal files per node, removed before each run; one fsync per group commit): exactly-once across crashes, at the cost measured here.
     #[arg(long, value_name = "DIR")]
     journal: Option<std::path::PathBuf>,
+    /// INSECURE: run Exon's bare protocol, no encryption or authentication (to measure their cost); the JSON says "encrypted": false.
+    #[arg(long)]
+    insecure_no_auth: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -155,6 +158,7 @@ impl BenchExonArgs {
             ("cc".to_string(), Value::Enum(cc_name(self.cc))),
             ("queue_loss_guard".to_string(), Value::Bool(!self.no_guard)),
             ("tcp_cc".to_string(), Value::String(self.tcp_cc.clone())),
+            ("encrypted".to_string(), Value::Bool(!self.insecure_no_auth)),
         ];
         if let Some(dir) = &self.journal {
             v.push(("journal".into(), Value::Bool(true)));
@@ -224,6 +228,13 @@ pub async fn run(args: BenchExonArgs) -> anyhow::Result<Outcome> {
     }
         .await
         .context("benchmark task")??;
+    if !args.json {
+        emit(if args.insecure_no_auth {
+            "Exon: INSECURE, no authentication or encryption (--insecure-no-auth)"
+        } else {
+            "Exon: encrypted, authenticated sessions (Noise IK, AEAD per datagram)"
+        });
+    }
     match args.kind() {
         Kind::Fairness => {
             let f: FairnessRun = report(&results[0])?;
@@ -337,5 +348,14 @@ mod tests {
         assert_eq!(get(&l[0], "tcp_cc"), Some(&Value::String("reno".into())));
         well_typed(&f);
         well_typed(&l);
+    }
+
+    #[test]
+    fn encryption_is_on_unless_insecure_no_auth() {
+        let e = experiments(&parse(&["--loopback"])).unwrap();
+        assert!(e.iter().all(|x| get(x, "encrypted") == Some(&Value::Bool(true))));
+        let e = experiments(&parse(&["--loopback", "--insecure-no-auth"])).unwrap();
+        assert!(e.iter().all(|x| get(x, "encrypted") == Some(&Value::Bool(false))));
+        well_typed(&e);
     }
 }

@@ -17,6 +17,11 @@ mod serve;
 mod sim;
 mod sim_priority;
 mod table;
+mod transfer_args;
+mod transfer_braid;
+mod transfer_net;
+mod transfer_send;
+mod transfer_serve;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -44,9 +49,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Receive files (and generated test data) from `braid send`, verifying each end to end.
+    /// Receive files, directory trees (with --dir) and generated test data from `braid send`, verifying each end to end.
     Serve(serve::ServeArgs),
-    /// Send a file, or generated data, to a `braid serve`.
+    /// Send files and directories (resumable, concurrency tuned per stage), or generated data, to a `braid serve`.
     Send(send::SendArgs),
     /// Run experiments in the deterministic simulator.
     #[command(subcommand)]
@@ -176,6 +181,8 @@ impl Protection {
     pub fn text(&self) -> String {
         match (&self.cipher, &self.peer_key) {
             (Some(c), Some(k)) => format!("encrypted ({c}), peer {k}"),
+            (Some(c), None) => format!("encrypted ({c})"),
+            _ if self.encrypted => "encrypted and authenticated".into(),
             _ => "NOT encrypted (--insecure-no-auth)".into(),
         }
     }
@@ -241,7 +248,7 @@ pub fn emit(line: &str) {
 /// Where received files go, checked up front so a typo fails fast.
 pub fn check_out_dir(dir: &Option<PathBuf>) -> anyhow::Result<()> {
     if let Some(d) = dir {
-        anyhow::ensure!(d.is_dir(), "--out {}: not an existing directory", d.display());
+        anyhow::ensure!(d.is_dir(), "--dir (--out) {}: not an existing directory", d.display());
     }
     Ok(())
 }

@@ -26,3 +26,25 @@ pub fn bytes_style() -> ProgressStyle {
     .expect("static template is valid")
     .progress_chars("=> ")
 }
+
+/// A bar of a tree transfer: its length is set once the engine knows what is left to send, and
+/// the message shows files and the read/net/write worker counts.
+pub fn tree_bar(prefix: impl Into<String>, hidden: bool) -> ProgressBar {
+    let target = if hidden { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
+    let bar = ProgressBar::with_draw_target(None, target);
+    bar.set_style(bytes_style());
+    bar.set_prefix(prefix.into());
+    bar
+}
+
+/// The bar message of a tree transfer: `files 3/10 · read/net/write 2/4/1`.
+pub fn tree_message(files_done: u64, files_total: Option<u64>, workers: Option<(usize, usize, usize)>) -> String {
+    let files = match files_total {
+        Some(total) => format!("files {files_done}/{total}"),
+        None => format!("files {files_done}"),
+    };
+    match workers {
+        Some((r, n, w)) => format!("{files} · read/net/write {r}/{n}/{w}"),
+        None => files,
+    }
+}

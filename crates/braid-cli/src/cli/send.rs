@@ -1,5 +1,11 @@
-//! `braid send`: send a file or generated data to `braid serve` and report
-//! whether the receiver got exactly those bytes.
+//! `braid send`: send files and directories, a file, or generated data to `braid serve` and
+//! report whether the receiver got exactly those bytes.
+//!
+//! Two transfers live behind the command. Trees (directories, several sources, or any flag of
+//! the file-transfer engine) go to `transfer_send`, the Marlin engine over TCP (or over Braid
+//! connections, `transfer_braid`). A single FILE and `--bytes` keep the Braid single-stream
+//! transfer (`braid::transfer`) with its flags and JSON keys. [`route`] decides (see
+//! `ROUTING_HELP`), and refuses mixtures with a message naming the flags.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -15,14 +21,18 @@ use braid_net::PathInfo;
 use clap::Args;
 use serde::Serialize;
 
+use super::transfer_args::{EngineSendArgs, TransportKind};
+use super::transfer_send::TreeTransport;
 use super::{
-    emit, gbps, parse_secs, parse_size, progress, unspecified_for, Outcome, Protection, SecurityArgs, TransportArgs,
+    emit, gbps, parse_secs, parse_size, progress, transfer_send, unspecified_for, Outcome, Protection, SecurityArgs,
+    TransportArgs,
 };
 
 /// Seed of `--bytes` data: fixed, so a run can be repeated byte for byte.
 const GENERATED_SEED: u64 = u64::from_be_bytes(*b"\0\0\0braid");
 
 #[derive(Debug, Args)]
+#[command(after_help = ROUTING_HELP)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["file", "bytes"])))]
 #[command(group(clap::ArgGroup::new("dest").required(true).args(["to", "paths"])))]
 pub struct SendArgs {
@@ -40,9 +50,10 @@ pub struct SendArgs {
     /// default min_rtt) or a .progmp file.
     #[arg(long, value_name = "NAME_OR_FILE")]
     scheduler: Option<String>,
-    /// File to send.
-    #[arg(value_name = "FILE")]
-    file: Option<PathBuf>,
+    /// Files and directories to send (directories recursively, keeping relative paths,
+    /// permissions, modification times, symlinks, empty directories and holes).
+    #[arg(id = "file", value_name = "FILE")]
+    sources: Vec<PathBuf>,
     /// Send this many bytes of generated data instead of a file (e.g. 4096, 100MB, 1GiB).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     bytes: Option<ByteSize>,
@@ -67,6 +78,85 @@ pub struct SendArgs {
     transport: TransportArgs,
     #[command(flatten)]
     security: SecurityArgs,
+    #[command(flatten)]
+    engine: EngineSendArgs,
+}
+
+/// How `braid send` picks the transfer, for `--help`.
+const ROUTING_HELP: &str = "\
+Which transfer runs:
+  Directories, several sources, or any engine flag (--concurrency, --read, --net, --write, --tuner,
+  --k, --b, --chunk-size, --staging-memory, --bwlimit, --probe-interval, --emulate-read, --progress)
+  use the file-transfer engine: read, network and write concurrency tuned online (Marlin),
+  resumable after an interruption (run the same command again). Its network streams are kernel TCP
+  by default (TLS 1.3, both ends authenticated by their node keys and known hosts as Braid
+  connections are; plain TCP only with --insecure-no-auth on both sides), or one Braid connection
+  each with --transport braid, which --priority, --cc and --mtu imply (--priority 0: a background
+  copy that yields to other traffic).
+  A single FILE without engine flags, and --bytes, use the single-file transfer over one Braid
+  connection (UDP, Noise-encrypted), as do --path, --scheduler, --priority-schedule and --name,
+  which trees refuse. --transport tcp sends a single FILE with the engine.";
+
+/// Which transfer `braid send` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// One file or generated data over one Braid connection.
+    Braid,
+    /// Files and directories on the file-transfer engine over TCP.
+    Engine,
+    /// The file-transfer engine, each stream a Braid connection.
+    EngineOverBraid,
+}
+
+fn given(flags: &[(&'static str, bool)]) -> Vec<&'static str> {
+    flags.iter().filter_map(|&(flag, given)| given.then_some(flag)).collect()
+}
+
+/// Picks the transfer from the flags and sources (see [`ROUTING_HELP`]); refuses mixtures.
+pub fn route(args: &SendArgs) -> anyhow::Result<Route> {
+    // Flags of the single-file transfer only.
+    let single = given(&[
+        ("--path", !args.paths.is_empty()),
+        ("--scheduler", args.scheduler.is_some()),
+        ("--priority-schedule", args.priority_schedule.is_some()),
+        ("--name", args.name.is_some()),
+        ("--bytes", args.bytes.is_some()),
+    ]);
+    // Flags of Braid connections, whichever transfer runs over them.
+    let braid = given(&[
+        ("--priority", args.priority.is_some()),
+        ("--mtu", args.transport.mtu.is_some()),
+        ("--cc", args.transport.cc != braid::CcAlgorithm::Cubic),
+    ]);
+    let engine_flags = args.engine.given();
+    let tree = args.sources.len() > 1 || args.sources.iter().any(|p| p.is_dir());
+    let wants_engine = tree || !engine_flags.is_empty();
+    let why_engine = || {
+        let mut why: Vec<String> = engine_flags.iter().map(|f| f.to_string()).collect();
+        if tree {
+            why.insert(0, "directories or several sources".into());
+        }
+        why.join(", ")
+    };
+    if wants_engine && !single.is_empty() {
+        anyhow::bail!(
+            "{} apply to the single-file Braid transfer, but {} use the file-transfer engine; drop one or the other",
+            single.join(", "),
+            why_engine()
+        );
+    }
+    match args.engine.transport {
+        Some(TransportKind::Tcp) if !single.is_empty() || !braid.is_empty() => anyhow::bail!(
+            "{} apply to Braid transfers only, not to --transport tcp",
+            [single, braid].concat().join(", ")
+        ),
+        Some(TransportKind::Tcp) => Ok(Route::Engine),
+        Some(TransportKind::Braid) | None if wants_engine && (args.engine.transport.is_some() || !braid.is_empty()) => {
+            Ok(Route::EngineOverBraid)
+        }
+        _ if wants_engine => Ok(Route::Engine),
+        _ => Ok(Route::Braid),
+    }
 }
 
 /// `--path LOCAL=REMOTE`.
@@ -170,7 +260,32 @@ struct Summary {
 }
 
 pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
-    let (source, name) = match (&args.file, args.bytes) {
+    let chosen = route(&args)?;
+    if chosen != Route::Braid {
+        let to = args.to.ok_or_else(|| anyhow::anyhow!("give --to ADDR (the receiver's address)"))?;
+        let transport = match chosen {
+            Route::EngineOverBraid => {
+                let mut config = args.transport.endpoint_config(false);
+                config.security = args.security.load()?;
+                if args.priority.is_some() {
+                    config.transport.congestion_control = braid::CcAlgorithm::Priority;
+                }
+                TreeTransport::Braid { config: Box::new(config), priority: args.priority }
+            }
+            _ => TreeTransport::Tcp,
+        };
+        return transfer_send::run(transfer_send::TreeSend {
+            transport,
+            to,
+            sources: &args.sources,
+            engine: &args.engine,
+            security: &args.security,
+            json: args.json,
+            timeout: args.timeout,
+        })
+        .await;
+    }
+    let (source, name) = match (args.sources.first(), args.bytes) {
         (Some(path), _) => {
             let source = Source::file(path).await?;
             let name = args.name.clone().or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()));

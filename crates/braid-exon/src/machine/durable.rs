@@ -328,6 +328,7 @@ impl Machine {
             reassembly += c.partial_bytes();
         }
         m.reassembly_bytes = reassembly;
+        m.reserved_slots = m.receivers.values().map(super::slot_count).sum();
         let peers: Vec<NodeId> = m.senders.keys().copied().collect();
         for c in m.senders.values_mut() {
             c.last_activity = now;

@@ -21,9 +21,12 @@ use std::time::Duration;
 use braid_core::Instant;
 use braid_exon::clock::{ClockStore, MemClockStore};
 use braid_exon::journal::{JournalStore, MemJournal, Record};
-use braid_exon::{Event, ExonNode, MessageId, NodeConfig, NodeId, SendError};
+use braid_exon::{
+    Event, ExonNode, Identity, MessageId, NodeConfig, NodeId, PublicKey, Security, SendError,
+};
 use braid_sim::{Datagram, Node};
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// A message's identity in the test: (sender node, sequence number),
 /// written in the first 16 bytes of its payload.
@@ -87,10 +90,34 @@ pub struct App {
     pub unconfirmed_received: Vec<(u64, NodeId, Bytes)>,
 }
 
+/// The identity of simulated host `n`: fixed, so runs are reproducible.
+pub fn identity(n: u8) -> Identity {
+    Identity::from_seed(&[n; 32])
+}
+
+/// Authenticated security trusting exactly `peer` (a known-hosts file of
+/// one entry).
+pub fn trusting(identity: Identity, peer: PublicKey) -> Security {
+    Security::authenticated(
+        identity,
+        Arc::new(move |_: SocketAddr, k: &PublicKey| {
+            if *k == peer {
+                Ok(())
+            } else {
+                Err("not the known peer".to_string())
+            }
+        }),
+    )
+}
+
 /// One simulated host.
 pub struct Host {
     pub id: NodeId,
     pub peer: NodeId,
+    /// How the node authenticates (kept across lives: the identity).
+    pub security: Security,
+    /// The peer's key (authenticated hosts).
+    pub peer_key: Option<PublicKey>,
     pub cfg: NodeConfig,
     pub node: Option<ExonNode>,
     pub store: MemClockStore,
@@ -118,16 +145,57 @@ pub struct Host {
 }
 
 impl Host {
+    /// An authenticated host with `identity`, talking to the node with
+    /// key `peer`.
     pub fn new(
+        identity: Identity,
+        peer: PublicKey,
+        cfg: NodeConfig,
+        addrs: Vec<SocketAddr>,
+        peer_addr: SocketAddr,
+    ) -> Host {
+        let security = trusting(identity, peer);
+        Host::with_security(
+            security,
+            Some(peer),
+            NodeId::of(&peer),
+            cfg,
+            addrs,
+            peer_addr,
+        )
+    }
+
+    /// An INSECURE host claiming `id`, talking to `peer`.
+    pub fn insecure(
         id: NodeId,
         peer: NodeId,
         cfg: NodeConfig,
         addrs: Vec<SocketAddr>,
         peer_addr: SocketAddr,
     ) -> Host {
-        let mut h = Host {
-            id,
+        Host::with_security(
+            Security::InsecureNoAuth { id },
+            None,
             peer,
+            cfg,
+            addrs,
+            peer_addr,
+        )
+    }
+
+    fn with_security(
+        security: Security,
+        peer_key: Option<PublicKey>,
+        peer: NodeId,
+        cfg: NodeConfig,
+        addrs: Vec<SocketAddr>,
+        peer_addr: SocketAddr,
+    ) -> Host {
+        let mut h = Host {
+            id: security.node_id(),
+            peer,
+            security,
+            peer_key,
             cfg,
             node: None,
             store: MemClockStore::default(),
@@ -162,8 +230,35 @@ impl Host {
     /// This host's node rebuilt from its durable clock and `records`.
     fn rebuild(&self, records: Vec<Record>, now: Instant) -> ExonNode {
         let clock = self.store.clone().load().expect("memory store");
-        ExonNode::restore(self.cfg.clone(), self.id, clock, records, now)
-            .unwrap_or_else(|e| panic!("restore failed: {e}"))
+        ExonNode::restore(
+            self.cfg.clone(),
+            self.security.clone(),
+            self.seed(),
+            clock,
+            records,
+            now,
+        )
+        .unwrap_or_else(|e| panic!("restore failed: {e}"))
+    }
+
+    /// Randomness of this life: distinct for every host and life (a real
+    /// node draws it from the OS), fixed for a run's reproducibility.
+    fn seed(&self) -> [u8; 32] {
+        let mut seed = [0u8; 32];
+        seed[..8].copy_from_slice(&self.id.0.to_be_bytes());
+        seed[8..12].copy_from_slice(&self.lives.to_be_bytes());
+        seed
+    }
+
+    fn add_peer(&self, node: &mut ExonNode, addr: SocketAddr) {
+        match &self.peer_key {
+            Some(k) => {
+                node.add_peer(k, addr);
+            }
+            None => {
+                node.add_insecure_peer(self.peer, addr);
+            }
+        }
     }
 
     /// Starts a new life from the durable clock (and journal).
@@ -173,11 +268,12 @@ impl Host {
         } else {
             ExonNode::new(
                 self.cfg.clone(),
-                self.id,
+                self.security.clone(),
+                self.seed(),
                 self.store.load().expect("memory store"),
             )
         };
-        node.add_peer(self.peer, self.peer_addr);
+        self.add_peer(&mut node, self.peer_addr);
         self.node = Some(node);
         self.durable_seq = 0;
         // Sends a crash gave back (never accepted) are tried again.
@@ -226,8 +322,9 @@ impl Host {
     /// The peer moved (a directory update).
     pub fn set_peer_addr(&mut self, addr: SocketAddr) {
         self.peer_addr = addr;
-        if let Some(n) = &mut self.node {
-            n.add_peer(self.peer, addr);
+        if let Some(mut n) = self.node.take() {
+            self.add_peer(&mut n, addr);
+            self.node = Some(n);
         }
     }
 

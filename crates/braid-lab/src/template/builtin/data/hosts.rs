@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use braid::emu::Testbed;
 use braid::node::data::{DataConfig, DataInterceptor, DataStats};
-use braid::node::{BasicAddress, BasicHeader, Message, MessageType, Node, NodeConfig, Transport};
+use braid::node::{BasicAddress, BasicHeader, Message, MessageType, Node, NodeAuth, NodeConfig, Transport};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -69,14 +69,25 @@ impl DataVia {
 /// Settings shared by every run.
 #[derive(Clone)]
 pub struct RunSettings {
-    /// Both nodes' configuration.
+    /// Both nodes' configuration (their security apart).
     pub node: NodeConfig,
+    /// The receiving node's identity and trust.
+    pub receiver_auth: NodeAuth,
+    /// The sending node's identity and trust.
+    pub sender_auth: NodeAuth,
     /// The sending node's DATA interceptor.
     pub data: DataConfig,
     /// Bytes per bulk message.
     pub message_size: usize,
     /// Longest a transfer may take.
     pub limit: Duration,
+}
+
+impl RunSettings {
+    /// The sending node's configuration.
+    fn sender_config(&self) -> NodeConfig {
+        NodeConfig { security: self.sender_auth.clone(), ..self.node.clone() }
+    }
 }
 
 /// A bulk transfer's result.
@@ -166,7 +177,7 @@ fn spawn_receiver(
     shared: Arc<Shared>,
 ) -> Result<(Receiver, SocketAddr), TemplateError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let cfg = settings.node.clone();
+    let cfg = NodeConfig { security: settings.receiver_auth.clone(), ..settings.node.clone() };
     let limit = settings.limit;
     let handle = tb.in_host("b", move || -> Result<(u64, u64, Instant), TemplateError> {
         let rt = runtime()?;
@@ -230,7 +241,7 @@ pub fn bulk(
         let rt = runtime()?;
         rt.block_on(async move {
             let node: Node<BasicHeader> =
-                Node::bind(SocketAddr::new(p.a_addr.into(), 0), s.node.clone()).await.context("binding the sending node")?;
+                Node::bind(SocketAddr::new(p.a_addr.into(), 0), s.sender_config()).await.context("binding the sending node")?;
             let data = DataInterceptor::new(node.clone(), s.data.clone()).context("the DATA interceptor's configuration")?;
             let transport = match via {
                 DataVia::Tcp => Transport::Tcp,
@@ -299,7 +310,7 @@ pub fn control(
         let rt = runtime()?;
         rt.block_on(async move {
             let node: Node<BasicHeader> =
-                Node::bind(SocketAddr::new(p.a_addr.into(), 0), s.node.clone()).await.context("binding the sending node")?;
+                Node::bind(SocketAddr::new(p.a_addr.into(), 0), s.sender_config()).await.context("binding the sending node")?;
             let data = Arc::new(DataInterceptor::new(node.clone(), s.data.clone()).context("the DATA interceptor's configuration")?);
             let me = BasicAddress::new(node.local_addr());
             let dst = BasicAddress::new(b_addr);

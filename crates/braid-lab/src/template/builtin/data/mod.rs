@@ -65,7 +65,7 @@ pub mod report;
 use std::time::{Duration, Instant};
 
 use braid::node::data::{DataConfig, PolicyConfig, Ratio};
-use braid::node::{NodeConfig, Transport};
+use braid::node::{NodeAuth, NodeConfig, Transport};
 use braid::{CcAlgorithm, LinkSpec};
 
 use self::hosts::{ControlResult, DataVia, RunSettings};
@@ -121,6 +121,10 @@ impl Template for Data {
                 .doc("DATA's release window, in messages"),
             ParamDecl::config("data_bulk_cc", ParamType::one_of(&BULK_CCS), Value::Enum(bulk_cc.as_str().into()))
                 .doc("congestion control of DATA's Braid connections (the node's bulk lane)"),
+            ParamDecl::config("encrypted", ParamType::Bool, Value::Bool(true)).doc(
+                "both nodes authenticated and encrypted (TLS on TCP, Noise on Braid; each a fresh identity pinned \
+                 to the other's); false: the bare protocols (--insecure-no-auth)",
+            ),
         ]
     }
 
@@ -145,7 +149,7 @@ impl Template for Data {
         let _wmem = buffers::raise_global("/proc/sys/net/core/wmem_max", buffers::GLOBAL_BUFFER_MAX)?;
         let tb = ctx.testbed().link(link).build().context("building the testbed (needs root, /dev/net/tun and iproute2)")?;
         buffers::tune_tcp(&tb, buffers::tcp_buffer_max(bdp))?;
-        let settings = s.run_settings(ctx.seed, bdp);
+        let settings = s.run_settings(ctx.seed, bdp)?;
         let start = Instant::now();
         let phases = 3 + if s.control.is_zero() { 0 } else { 4 };
         let mut run = DataRun {
@@ -284,6 +288,7 @@ struct Settings {
     episode: Duration,
     window: u32,
     bulk_cc: CcAlgorithm,
+    encrypted: bool,
 }
 
 fn invalid(why: String) -> TemplateError {
@@ -346,6 +351,7 @@ impl Settings {
             episode,
             window,
             bulk_cc,
+            encrypted: p.bool("encrypted")?,
         })
     }
 
@@ -359,7 +365,12 @@ impl Settings {
     }
 
     /// Node and DATA settings for a path of `bdp` bytes.
-    fn run_settings(&self, seed: u64, bdp: u64) -> RunSettings {
+    fn run_settings(&self, seed: u64, bdp: u64) -> Result<RunSettings, TemplateError> {
+        let (receiver_auth, sender_auth) = if self.encrypted {
+            NodeAuth::pinned_pair().map_err(|e| TemplateError::Failed(e.to_string()))?
+        } else {
+            (NodeAuth::insecure(), NodeAuth::insecure())
+        };
         let window = buffers::braid_window(bdp);
         let mut node = NodeConfig { transports: vec![Transport::Tcp, Transport::Braid], ..Default::default() };
         node.braid.transport.receive_window = window;
@@ -376,7 +387,14 @@ impl Settings {
             Policy::Static(r) => data.policy = PolicyConfig::Static(Ratio::from_signed(r, 20)),
         }
         data.flow.window = self.window as usize;
-        RunSettings { node, data, message_size: self.message_size as usize, limit: self.transfer_timeout }
+        Ok(RunSettings {
+            node,
+            receiver_auth,
+            sender_auth,
+            data,
+            message_size: self.message_size as usize,
+            limit: self.transfer_timeout,
+        })
     }
 }
 
@@ -432,12 +450,12 @@ mod tests {
         assert_eq!(link.rtt(), Duration::from_millis(320));
         // 1 Gbit/s × 320 ms.
         assert_eq!(bdp(&link), 40_000_000);
-        let rs = s.run_settings(9, bdp(&link));
+        let rs = s.run_settings(9, bdp(&link)).unwrap();
         assert_eq!(rs.node.braid.transport.receive_window, 120_000_000);
         assert_eq!(rs.node.bulk_congestion_control, Some(CcAlgorithm::Cubic));
         assert_eq!(rs.data.flow.window, 32);
         assert_eq!(rs.data.policy, PolicyConfig::Static(Ratio::from_signed(-0.5, 20)));
-        let learner = Settings::from_params(&defaults()).unwrap().run_settings(9, 0);
+        let learner = Settings::from_params(&defaults()).unwrap().run_settings(9, 0).unwrap();
         match learner.data.policy {
             PolicyConfig::Learner(l) => assert_eq!(l.seed, 9, "the experiment's seed seeds the learner"),
             other => panic!("{other:?}"),

@@ -243,6 +243,8 @@ pub struct BenchSettings {
     pub repeat: u32,
     /// Length of each control run, seconds (0: skipped).
     pub control_secs: f64,
+    /// Both nodes authenticated and encrypted.
+    pub encrypted: bool,
 }
 
 /// One variant's goodput at one RTT.
@@ -385,6 +387,9 @@ pub struct DataBenchReport {
     pub message_size: u64,
     /// Goodput runs per variant and RTT.
     pub repeat: u32,
+    /// Both nodes authenticated and encrypted (TLS on TCP, Noise on Braid);
+    /// false: `--insecure-no-auth`.
+    pub encrypted: bool,
     /// The RTTs, ms.
     pub rtts_ms: Vec<u32>,
     /// Per RTT.
@@ -440,6 +445,7 @@ impl DataBenchReport {
             rate: settings.rate.clone(),
             message_size: settings.message_size,
             repeat: settings.repeat,
+            encrypted: settings.encrypted,
             rtts_ms: groups.iter().map(|g| g.rtt_ms).collect(),
             goodput,
             control,
@@ -590,7 +596,7 @@ mod tests {
     }
 
     fn settings(repeat: u32) -> BenchSettings {
-        BenchSettings { bytes: 1000, rate: "1gbit".into(), message_size: 100, repeat, control_secs: 2.0 }
+        BenchSettings { bytes: 1000, rate: "1gbit".into(), message_size: 100, repeat, control_secs: 2.0, encrypted: true }
     }
 
     #[test]

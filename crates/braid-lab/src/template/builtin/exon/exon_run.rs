@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use braid::exon::NodeId;
-use braid::exon_net::{ClockFile, ExonSocket, Outcome, SocketConfig};
+use braid::exon_net::{ClockFile, ExonSecurity, ExonSocket, Outcome, SocketConfig};
 use bytes::Bytes;
 
 use super::measure::{rpc_window, window_end, PeerResult, RunCfg};
@@ -18,6 +18,8 @@ use super::rpc::{Actors, Pending};
 use crate::fail;
 use crate::template::{ResultExt, TemplateError};
 
+/// The ends' IDs when Exon runs insecure (authenticated ends derive theirs
+/// from their keys).
 const A: NodeId = NodeId(0xa);
 const B: NodeId = NodeId(0xb);
 
@@ -31,6 +33,9 @@ const TICK: Duration = Duration::from_millis(20);
 /// journal there, removed first so that every run starts from a new node.
 fn socket_config(cfg: &RunCfg, who: &str) -> Result<SocketConfig, TemplateError> {
     let mut s = cfg.exon.clone();
+    if !s.security.is_authenticated() {
+        s.security = ExonSecurity::InsecureNoAuth { id: if who == "a" { A } else { B } };
+    }
     if let Some(dir) = &cfg.journal_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("journal directory {}", dir.display()))?;
         let (clock, journal) = (dir.join(format!("{who}.clock")), dir.join(format!("{who}.journal")));
@@ -60,7 +65,7 @@ fn serve(
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (size, epoch, scfg, bind) = (cfg.size, ends.epoch, socket_config(cfg, "b")?, SocketAddr::new(ends.b.addr, 0));
     let h = ends.b.spawn_async(move || async move {
-        let sock = Arc::new(ExonSocket::bind(bind, B, scfg).await.context("binding the Exon socket at b")?);
+        let sock = Arc::new(ExonSocket::bind(bind, scfg).await.context("binding the Exon socket at b")?);
         let _ = addr_tx.send(sock.local_addr());
         let mut tally = Tally::default();
         let replies = Arc::new(AtomicU64::new(0));
@@ -122,16 +127,19 @@ fn count_outcomes(sock: Arc<ExonSocket>) -> (Arc<AtomicU64>, Arc<AtomicU64>) {
 /// peer, and the outcomes of the messages it sent.
 struct SenderEnd {
     sock: Arc<ExonSocket>,
+    /// b's ID, as found at its address.
+    b: NodeId,
     done: Arc<AtomicU64>,
     doubt: Arc<AtomicU64>,
 }
 
 impl SenderEnd {
     async fn open(bind: SocketAddr, cfg: SocketConfig, b_addr: SocketAddr) -> Result<SenderEnd, TemplateError> {
-        let sock = Arc::new(ExonSocket::bind(bind, A, cfg).await.context("binding the Exon socket at a")?);
-        sock.add_peer(B, b_addr).context("adding b as a peer of a")?;
+        let sock = Arc::new(ExonSocket::bind(bind, cfg).await.context("binding the Exon socket at a")?);
+        // b's key (or insecure ID), asked at its address.
+        let b = sock.connect(b_addr).await.context("finding the Exon node at b")?;
         let (done, doubt) = count_outcomes(sock.clone());
-        Ok(SenderEnd { sock, done, doubt })
+        Ok(SenderEnd { sock, b, done, doubt })
     }
 
     /// Waits up to `drain_for` for the outcomes of the `accepted`
@@ -227,9 +235,9 @@ pub fn oneway_start(ends: &Ends, cfg: &RunCfg) -> Result<OnewayRun, TemplateErro
             let end = (k + per_batch).min(c.messages);
             let msgs: Vec<Bytes> = (k..end).map(|i| Bytes::from(encode(i, c.size))).collect();
             k = end;
-            let (s, drain) = (a.sock.clone(), c.drain);
+            let (s, drain, b) = (a.sock.clone(), c.drain, a.b);
             sends.spawn(async move {
-                let r = tokio::time::timeout(drain, s.send_many(B, msgs)).await;
+                let r = tokio::time::timeout(drain, s.send_many(b, msgs)).await;
                 drop(permit);
                 r
             });
@@ -319,11 +327,11 @@ pub fn rpc(ends: &Ends, cfg: &RunCfg) -> Result<PeerResult, TemplateError> {
         let accepted = Arc::new(AtomicU64::new(0));
         let mut actors = Vec::new();
         for _ in 0..c.actors {
-            let (sock, accepted, size, drain) = (a.sock.clone(), accepted.clone(), c.size, c.drain);
+            let (sock, accepted, size, drain, b) = (a.sock.clone(), accepted.clone(), c.size, c.drain, a.b);
             actors.push(tokio::spawn(shared.clone().run(move |id| {
                 let (sock, accepted) = (sock.clone(), accepted.clone());
                 async move {
-                    match tokio::time::timeout(drain, sock.send(B, Bytes::from(encode(id, size)))).await {
+                    match tokio::time::timeout(drain, sock.send(b, Bytes::from(encode(id, size)))).await {
                         Ok(Ok(_)) => accepted.fetch_add(1, Ordering::Relaxed),
                         Ok(Err(e)) => return Err(TemplateError::Failed(format!("Exon send: {e}"))),
                         Err(_) => fail!("an Exon send waited more than {:?} for window", drain),

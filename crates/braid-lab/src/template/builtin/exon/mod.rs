@@ -46,7 +46,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use braid::exon::ExonCc;
-use braid::exon_net::SocketConfig;
+use braid::exon::NodeId;
+use braid::exon_net::{ExonSecurity, SocketConfig};
 use braid::LinkSpec;
 use serde::{Deserialize, Serialize};
 
@@ -161,6 +162,9 @@ impl Template for Exon {
                 .doc("Exon's BBR-style controller backs off on queue loss (false: unfair to TCP, for comparison)"),
             ParamDecl::config("tcp_cc", ParamType::String, Value::String("cubic".into()))
                 .doc("congestion control of the kernel TCP peer (a kernel algorithm name: cubic, reno, bbr, ...)"),
+            ParamDecl::config("encrypted", ParamType::Bool, Value::Bool(true)).doc(
+                "Exon seals every datagram in authenticated sessions (false: the bare protocol, --insecure-no-auth, for its cost)",
+            ),
             ParamDecl::config("journal", ParamType::Bool, Value::Bool(false)).doc(
                 "Exon keeps its sender and receiver records durable (clock and journal files, one fsync per group commit)",
             ),
@@ -247,6 +251,9 @@ pub struct Settings {
     pub queue_loss_guard: bool,
     /// The TCP peer's congestion control.
     pub tcp_cc: String,
+    /// Exon's datagrams sealed in authenticated sessions (false: the bare
+    /// protocol).
+    pub encrypted: bool,
     /// Durable records.
     pub journal: bool,
     /// Where (`None`: the experiment's work directory).
@@ -311,6 +318,7 @@ pub fn settings(params: &Params) -> Result<Settings, TemplateError> {
         cc_name,
         queue_loss_guard: params.bool("queue_loss_guard")?,
         tcp_cc,
+        encrypted: params.bool("encrypted")?,
         journal,
         journal_dir,
     })
@@ -336,6 +344,10 @@ fn run_cfg_with(s: &Settings, outstanding: usize, journal_dir: Option<PathBuf>) 
     exon.node.cc = s.cc;
     exon.node.queue_loss_guard = s.queue_loss_guard;
     exon.node.machine.max_outstanding = outstanding;
+    if !s.encrypted {
+        // Each end claims its own ID (see exon_run::socket_config).
+        exon.security = ExonSecurity::InsecureNoAuth { id: NodeId(0) };
+    }
     RunCfg {
         size: s.size,
         messages: s.messages,
@@ -404,6 +416,7 @@ fn report_pair(ctx: &mut Context<'_>, s: &Settings, exon: &PeerResult, tcp: &Pee
         tcp_cc: s.tcp_cc.clone(),
         exon_cc: s.cc_name.clone(),
         journal: s.journal,
+        encrypted: s.encrypted,
         ratio: e.rate() / t.rate().max(1e-9),
         exon: e,
         tcp: t,
@@ -496,6 +509,7 @@ fn fairness(
         tcp_cc: s.tcp_cc.clone(),
         exon_cc: s.cc_name.clone(),
         seed: ctx.seed,
+        encrypted: s.encrypted,
         ok: exon.lost == 0 && exon.duplicated == 0 && exon.corrupt == 0 && tcp.corrupt == 0,
     })
 }

@@ -119,6 +119,11 @@ pub struct ExonRun {
     pub exon_cc: String,
     /// Exon kept durable records (clock and journal files).
     pub journal: bool,
+    /// Exon sealed its datagrams in authenticated sessions (false: the
+    /// bare protocol, `--insecure-no-auth`). Reports from before the
+    /// field were unencrypted.
+    #[serde(default)]
+    pub encrypted: bool,
     /// Exon's figures and checks.
     pub exon: PeerReport,
     /// TCP's figures.
@@ -200,6 +205,7 @@ impl ExonRun {
 /// duplicates over all of them.
 pub fn grid_json(runs: &[ExonRun]) -> serde_json::Value {
     json!({
+        "encrypted": runs.iter().all(|r| r.encrypted),
         "grid": runs.iter().map(ExonRun::json).collect::<Vec<_>>(),
         "lost": runs.iter().map(|r| r.lost).sum::<u64>(),
         "duplicated": runs.iter().map(|r| r.duplicated).sum::<u64>(),
@@ -223,6 +229,7 @@ pub fn loopback_json(runs: &[ExonRun]) -> serde_json::Value {
         })
         .collect();
     json!({
+        "encrypted": runs.iter().all(|r| r.encrypted),
         "loopback": rows,
         "lost": runs.iter().map(|r| r.lost).sum::<u64>(),
         "duplicated": runs.iter().map(|r| r.duplicated).sum::<u64>(),
@@ -259,6 +266,9 @@ pub struct FairnessRun {
     pub exon_cc: String,
     /// The experiment's seed.
     pub seed: u64,
+    /// Exon sealed its datagrams in authenticated sessions.
+    #[serde(default)]
+    pub encrypted: bool,
     /// Exon lost, duplicated and corrupted nothing, TCP corrupted nothing.
     pub ok: bool,
 }
@@ -322,6 +332,7 @@ mod tests {
             tcp_cc: "cubic".into(),
             exon_cc: "bbr".into(),
             journal: false,
+            encrypted: true,
             ratio: e.rate() / t.rate(),
             exon: e,
             tcp: t,
@@ -407,6 +418,7 @@ mod tests {
             tcp_cc: "cubic".into(),
             exon_cc: "bbr".into(),
             seed: 0,
+            encrypted: true,
             ok: true,
         };
         assert_eq!(f.rows()[0], ["Exon (BBR-style)", "40.0", "40.0%"]);

@@ -1,0 +1,295 @@
+//! The Noise IK handshake (Noise Protocol Framework rev. 34, §7.5) that
+//! opens an Exon session, WireGuard-style (Donenfeld, *WireGuard*, §5.4.2-3):
+//!
+//! ```text
+//! initiator (knows the responder's key)              responder
+//! INIT  sender_index, IK msg 1 (-> e, es, s, ss),    ──▶  msg 1 checked, then the
+//!       payload: version, cipher, Ed25519 key, mac1        initiator's key (verifier),
+//!                                                          before any state is kept
+//!                                                    ◀──  RESP  sender_index, receiver_index,
+//!                                                          IK msg 2 (<- e, ee, se), mac1
+//! ```
+//!
+//! The static keys Noise uses are the X25519 forms of the peers' Ed25519
+//! identities; the responder checks that the Ed25519 key in the payload maps
+//! to the static key the handshake proved, and the node ID is derived from
+//! that Ed25519 key: a node cannot claim an ID whose key it does not hold.
+//! The responder answers message 1 at once (IK needs no state between the
+//! messages), so a half-open handshake costs it nothing.
+//!
+//! After message 2 both sides take Noise's `Split()` (§5.2) as the two
+//! directions' traffic secrets ([`super::keys`]). Ephemeral keys come from
+//! the randomness the node was given (seeded per node life), never a
+//! thread RNG, so simulations stay deterministic.
+
+use braid_core::{Rng, RngCore, SeedableRng};
+use braid_identity::{Identity, PublicKey, X25519Public, KEY_LEN};
+use snow::params::NoiseParams;
+use snow::resolvers::{CryptoResolver, DefaultResolver, FallbackResolver};
+
+use super::keys::Cipher;
+
+/// The protocol name; both peers must use the same.
+const PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
+/// Bound to every handshake, so no other protocol's message is accepted.
+const PROLOGUE: &[u8] = b"braid-exon/1 IK";
+/// Version of the handshake payloads.
+const PAYLOAD_VERSION: u8 = 1;
+/// Initiator payload: version, cipher, Ed25519 key.
+const INIT_PAYLOAD_LEN: usize = 2 + KEY_LEN;
+/// Noise message 1: e (32) ‖ encrypted s (32 + 16) ‖ encrypted payload.
+pub(crate) const MSG1_LEN: usize = 32 + 48 + INIT_PAYLOAD_LEN + 16;
+/// Noise message 2: e (32) ‖ encrypted payload (version, cipher).
+pub(crate) const MSG2_LEN: usize = 32 + 2 + 16;
+
+/// Why a handshake message was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandshakeError {
+    /// Decryption or a Diffie-Hellman step failed: not from the peer we
+    /// expected, or altered on the way.
+    #[error("handshake message failed authentication")]
+    Authentication,
+    /// The payload inside a valid message is malformed.
+    #[error("malformed handshake payload: {0}")]
+    Payload(&'static str),
+    /// The Ed25519 key sent does not belong to the static key proved.
+    #[error("the peer's Ed25519 key does not match its Noise static key")]
+    KeyMismatch,
+}
+
+/// The traffic secrets a completed handshake yields, and the cipher.
+pub(crate) struct Secrets {
+    pub cipher: Cipher,
+    pub send: [u8; 32],
+    pub recv: [u8; 32],
+}
+
+/// Feeds snow the randomness the node passed in.
+struct SeededRandom(Rng);
+
+impl snow::types::Random for SeededRandom {
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), snow::Error> {
+        self.0.fill_bytes(dest);
+        Ok(())
+    }
+}
+
+struct SeededResolver(std::sync::Mutex<Option<Rng>>);
+
+impl CryptoResolver for SeededResolver {
+    fn resolve_rng(&self) -> Option<Box<dyn snow::types::Random>> {
+        let rng = self.0.lock().ok()?.take()?;
+        Some(Box::new(SeededRandom(rng)))
+    }
+    fn resolve_dh(&self, _: &snow::params::DHChoice) -> Option<Box<dyn snow::types::Dh>> {
+        None
+    }
+    fn resolve_hash(&self, _: &snow::params::HashChoice) -> Option<Box<dyn snow::types::Hash>> {
+        None
+    }
+    fn resolve_cipher(
+        &self,
+        _: &snow::params::CipherChoice,
+    ) -> Option<Box<dyn snow::types::Cipher>> {
+        None
+    }
+}
+
+fn builder<'a>(seed: [u8; 32]) -> snow::Builder<'a> {
+    let params: NoiseParams = PATTERN
+        .parse()
+        .unwrap_or_else(|_| unreachable!("the pattern is valid"));
+    let seeded = SeededResolver(std::sync::Mutex::new(Some(Rng::from_seed(seed))));
+    let resolver = FallbackResolver::new(Box::new(seeded), Box::new(DefaultResolver));
+    snow::Builder::with_resolver(params, Box::new(resolver))
+}
+
+/// The initiator's half-done handshake: message 1 written, message 2
+/// awaited.
+pub(crate) struct Initiation {
+    state: snow::HandshakeState,
+    /// Message 1, resent as is until answered (the responder recognises a
+    /// repeat by its ephemeral key and answers it the same way).
+    pub message: Vec<u8>,
+    cipher: Cipher,
+}
+
+impl std::fmt::Debug for Initiation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Initiation").finish_non_exhaustive()
+    }
+}
+
+impl Initiation {
+    /// Message 1 to `responder`.
+    pub(crate) fn start(
+        identity: &Identity,
+        responder: &PublicKey,
+        cipher: Cipher,
+        seed: [u8; 32],
+    ) -> Result<Initiation, HandshakeError> {
+        let secret = identity.x25519_secret();
+        let remote = responder.to_x25519();
+        let mut state = builder(seed)
+            .local_private_key(secret.as_bytes())
+            .and_then(|b| b.remote_public_key(remote.as_bytes()))
+            .and_then(|b| b.prologue(PROLOGUE))
+            .and_then(|b| b.build_initiator())
+            .map_err(|_| HandshakeError::Authentication)?;
+        let mut payload = [0u8; INIT_PAYLOAD_LEN];
+        payload[0] = PAYLOAD_VERSION;
+        payload[1] = cipher.code();
+        payload[2..].copy_from_slice(&identity.public_key().to_bytes());
+        let mut message = vec![0u8; MSG1_LEN];
+        let len = state
+            .write_message(&payload, &mut message)
+            .map_err(|_| HandshakeError::Authentication)?;
+        message.truncate(len);
+        Ok(Initiation {
+            state,
+            message,
+            cipher,
+        })
+    }
+
+    /// Reads message 2: the traffic secrets, or why not. After a failure
+    /// the state is spent (snow's handshake state cannot be rolled back):
+    /// the caller starts a new initiation at its next retry.
+    pub(crate) fn finish(&mut self, message: &[u8]) -> Result<Secrets, HandshakeError> {
+        if message.len() != MSG2_LEN {
+            return Err(HandshakeError::Authentication);
+        }
+        let mut payload = [0u8; MSG2_LEN];
+        let len = self
+            .state
+            .read_message(message, &mut payload)
+            .map_err(|_| HandshakeError::Authentication)?;
+        let payload = &payload[..len];
+        if payload.len() != 2 || payload[0] != PAYLOAD_VERSION {
+            return Err(HandshakeError::Payload("version"));
+        }
+        if Cipher::from_code(payload[1]) != Some(self.cipher) {
+            return Err(HandshakeError::Payload("cipher"));
+        }
+        let (i2r, r2i) = self.state.dangerously_get_raw_split();
+        Ok(Secrets {
+            cipher: self.cipher,
+            send: i2r,
+            recv: r2i,
+        })
+    }
+}
+
+/// What the responder learned from message 1 and answers with.
+pub(crate) struct Response {
+    /// The initiator's identity, proved by the handshake.
+    pub initiator: PublicKey,
+    /// Message 2.
+    pub message: Vec<u8>,
+    pub secrets: Secrets,
+}
+
+/// Responder: reads message 1 and writes message 2 in one step.
+/// `authorize` judges the initiator's proved key before anything is kept;
+/// its refusal comes back as `Ok(Err(_))`.
+pub(crate) fn respond<E>(
+    identity: &Identity,
+    message: &[u8],
+    seed: [u8; 32],
+    authorize: impl FnOnce(&PublicKey) -> Result<(), E>,
+) -> Result<Result<Response, E>, HandshakeError> {
+    if message.len() != MSG1_LEN {
+        return Err(HandshakeError::Authentication);
+    }
+    let secret = identity.x25519_secret();
+    let mut state = builder(seed)
+        .local_private_key(secret.as_bytes())
+        .and_then(|b| b.prologue(PROLOGUE))
+        .and_then(|b| b.build_responder())
+        .map_err(|_| HandshakeError::Authentication)?;
+    let mut payload = [0u8; MSG1_LEN];
+    let len = state
+        .read_message(message, &mut payload)
+        .map_err(|_| HandshakeError::Authentication)?;
+    let payload = &payload[..len];
+    if payload.len() != INIT_PAYLOAD_LEN || payload[0] != PAYLOAD_VERSION {
+        return Err(HandshakeError::Payload("version or length"));
+    }
+    // Any cipher both speak: every node speaks both, so the initiator's.
+    let cipher = Cipher::from_code(payload[1]).ok_or(HandshakeError::Payload("cipher"))?;
+    let mut key = [0u8; KEY_LEN];
+    key.copy_from_slice(&payload[2..]);
+    let initiator =
+        PublicKey::from_bytes(&key).map_err(|_| HandshakeError::Payload("initiator key"))?;
+    let proved: [u8; KEY_LEN] = state
+        .get_remote_static()
+        .and_then(|s| s.try_into().ok())
+        .ok_or(HandshakeError::Authentication)?;
+    if !initiator.matches_x25519(&X25519Public(proved)) {
+        return Err(HandshakeError::KeyMismatch);
+    }
+    if let Err(refusal) = authorize(&initiator) {
+        return Ok(Err(refusal));
+    }
+    let mut out = vec![0u8; MSG2_LEN];
+    let len = state
+        .write_message(&[PAYLOAD_VERSION, cipher.code()], &mut out)
+        .map_err(|_| HandshakeError::Authentication)?;
+    out.truncate(len);
+    let (i2r, r2i) = state.dangerously_get_raw_split();
+    Ok(Ok(Response {
+        initiator,
+        message: out,
+        secrets: Secrets {
+            cipher,
+            send: r2i,
+            recv: i2r,
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(seed: u8) -> Identity {
+        Identity::from_seed(&[seed; 32])
+    }
+
+    #[test]
+    fn both_sides_derive_mirrored_secrets_and_learn_the_initiator() {
+        let (i, r) = (identity(1), identity(2));
+        let mut hs = Initiation::start(&i, &r.public_key(), Cipher::Aes256Gcm, [1; 32]).unwrap();
+        assert_eq!(hs.message.len(), MSG1_LEN);
+        let resp = respond(&r, &hs.message, [2; 32], |_| Ok::<(), ()>(()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(resp.message.len(), MSG2_LEN);
+        assert_eq!(resp.initiator, i.public_key());
+        let s = hs.finish(&resp.message).unwrap();
+        assert_eq!(s.send, resp.secrets.recv);
+        assert_eq!(s.recv, resp.secrets.send);
+        assert_ne!(s.send, s.recv);
+    }
+
+    #[test]
+    fn any_altered_byte_or_wrong_responder_fails_and_refusal_comes_first() {
+        let (i, r, other) = (identity(1), identity(2), identity(3));
+        let hs = Initiation::start(&i, &r.public_key(), Cipher::Aes256Gcm, [1; 32]).unwrap();
+        assert!(respond(&other, &hs.message, [2; 32], |_| Ok::<(), ()>(())).is_err());
+        for k in 0..hs.message.len() {
+            let mut bad = hs.message.clone();
+            bad[k] ^= 0x01;
+            assert!(
+                respond(&r, &bad, [2; 32], |_| Ok::<(), ()>(())).is_err(),
+                "byte {k}"
+            );
+        }
+        let refused = respond(&r, &hs.message, [2; 32], |k| {
+            assert_eq!(*k, i.public_key());
+            Err("no")
+        })
+        .unwrap();
+        assert!(matches!(refused, Err("no")));
+    }
+}

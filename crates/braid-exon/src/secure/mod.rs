@@ -1,0 +1,278 @@
+//! Authenticated, encrypted Exon: per-peer sessions in WireGuard's style
+//! (Donenfeld, *WireGuard: Next Generation Kernel Network Tunnel*, NDSS
+//! 2017, §5), over the Noise IK handshake ([`handshake`]) and AEAD
+//! transport keys ([`keys`]).
+//!
+//! The model: a node is its static key pair ([`Identity`]); its [`NodeId`]
+//! is derived from the public key, so it cannot be chosen and travels in no
+//! header. A handshake proves both keys and gives each side a *session*,
+//! named at each end by a random 32-bit index the other end puts in every
+//! packet it sends: a packet finds its session by that index, never by its
+//! source address, so a node keeps its identity when its address changes,
+//! and an authenticated packet from a new address moves the peer there
+//! (WireGuard's roaming). Every datagram after the handshake is sealed:
+//! every envelope, token, acknowledgement, NACK and slot request is
+//! authenticated, and a packet that fails changes no state at all (not even
+//! the replay window). Replays are rejected by an RFC 6479 window.
+//!
+//! Memory under spoofing: nothing is kept for a peer before its handshake
+//! message verified and the [`PeerVerifier`] accepted its key; the
+//! responder answers the first message at once (no half-open state); a
+//! cheap keyed-hash check (`mac1`, WireGuard §5.4.4) drops random
+//! handshake packets before any Diffie-Hellman; at most
+//! [`SessionConfig::max_peers`] peers are kept, with at most four sessions
+//! each (previous, current, two awaiting confirmation).
+//!
+//! Re-keying: the initiator of a session starts a new handshake after
+//! [`SessionConfig::rekey_after`] or [`SessionConfig::rekey_after_packets`];
+//! the old session stays valid for receiving until it is
+//! [`SessionConfig::reject_after`] old, so packets in flight are not lost.
+//! A side whose retransmission timer fires without anything authenticated
+//! heard since (see [`SessionConfig::silence`]) starts a new handshake
+//! too: that is how a peer that restarted (and lost its sessions) is found
+//! again.
+
+pub mod handshake;
+pub mod keys;
+pub(crate) mod sessions;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use braid_identity::{Identity, PublicKey};
+pub use handshake::HandshakeError;
+pub use keys::{Cipher, ReplayWindow, REPLAY_WINDOW, TAG_LEN};
+pub(crate) use sessions::Sessions;
+
+use crate::NodeId;
+
+/// First byte of a handshake initiation.
+pub const T_INIT: u8 = 0xE2;
+/// First byte of a handshake response.
+pub const T_RESP: u8 = 0xE3;
+/// First byte of a sealed datagram.
+pub const T_DATA: u8 = 0xE4;
+/// First byte of a key request (who is at this address?).
+pub const T_KEYREQ: u8 = 0xE5;
+/// First byte of a key reply (the responder's Ed25519 key).
+pub const T_KEYREPLY: u8 = 0xE6;
+/// First byte of an insecure node's ID reply.
+pub const T_IDREPLY: u8 = 0xE7;
+/// Header of a sealed datagram: type, receiver index, counter.
+pub const DATA_HEADER_LEN: usize = 1 + 4 + 8;
+/// Bytes a sealed datagram adds around its frames.
+pub const SEALED_OVERHEAD: usize = DATA_HEADER_LEN + TAG_LEN;
+/// Bytes of the keyed hash that guards handshake packets.
+pub const MAC_LEN: usize = 16;
+/// Length of an initiation: type, sender index, Noise message 1, mac1.
+pub const INIT_LEN: usize = 1 + 4 + handshake::MSG1_LEN + MAC_LEN;
+/// Length of a response: type, sender and receiver index, message 2, mac1.
+pub const RESP_LEN: usize = 1 + 4 + 4 + handshake::MSG2_LEN + MAC_LEN;
+/// Length of a key request: padded so that no reply is larger (no
+/// amplification by spoofed sources).
+pub const KEYREQ_LEN: usize = 64;
+
+/// Decides whether a peer that proved it holds `key` may talk to this node
+/// (known hosts, trust on first use). Called once per handshake, before any
+/// state is kept for the peer, and for a key learned by
+/// [`ExonNode::discover`](crate::ExonNode::discover) before it is used.
+pub trait PeerVerifier: Send + Sync {
+    /// Accept or refuse the peer at `addr` with `key`; a refusal says why.
+    fn verify(&self, addr: SocketAddr, key: &PublicKey) -> Result<(), String>;
+}
+
+impl<F> PeerVerifier for F
+where
+    F: Fn(SocketAddr, &PublicKey) -> Result<(), String> + Send + Sync,
+{
+    fn verify(&self, addr: SocketAddr, key: &PublicKey) -> Result<(), String> {
+        self(addr, key)
+    }
+}
+
+/// Accepts every key: encryption and integrity, and node IDs that cannot
+/// be forged, but no check of *who* a peer is. For tests and for nodes that
+/// authorize their peers by other means.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AcceptAnyKey;
+
+impl PeerVerifier for AcceptAnyKey {
+    fn verify(&self, _: SocketAddr, _: &PublicKey) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Whether an [`ExonNode`](crate::ExonNode) authenticates and encrypts.
+#[derive(Clone)]
+// A configuration value made once per node: the identity inline is simpler
+// than a box and costs nothing that matters.
+#[allow(clippy::large_enum_variant)]
+pub enum Security {
+    /// Noise IK sessions; every datagram sealed. The node's ID is its
+    /// identity's.
+    Authenticated {
+        /// This node's key pair.
+        identity: Identity,
+        /// The trust decision for peers' keys.
+        verifier: Arc<dyn PeerVerifier>,
+    },
+    /// INSECURE, NO AUTHENTICATION: the bare protocol with plaintext node
+    /// IDs that anyone can forge, for benchmarks of the protocol alone
+    /// (`--insecure-no-auth`) and tests. Both peers must use it.
+    InsecureNoAuth {
+        /// The ID this node claims.
+        id: NodeId,
+    },
+}
+
+impl Security {
+    /// Authenticated with `identity`, judging peers with `verifier`.
+    pub fn authenticated(identity: Identity, verifier: Arc<dyn PeerVerifier>) -> Security {
+        Security::Authenticated { identity, verifier }
+    }
+
+    /// True unless insecure.
+    pub fn is_authenticated(&self) -> bool {
+        matches!(self, Security::Authenticated { .. })
+    }
+
+    /// The node ID this security gives the node.
+    pub fn node_id(&self) -> NodeId {
+        match self {
+            Security::Authenticated { identity, .. } => NodeId::of(&identity.public_key()),
+            Security::InsecureNoAuth { id } => *id,
+        }
+    }
+}
+
+impl fmt::Debug for Security {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Security::Authenticated { identity, .. } => f
+                .debug_struct("Authenticated")
+                .field("public_key", &identity.public_key())
+                .finish_non_exhaustive(),
+            Security::InsecureNoAuth { id } => {
+                f.debug_struct("InsecureNoAuth").field("id", id).finish()
+            }
+        }
+    }
+}
+
+/// Limits and timers of the session layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Most peers with sessions kept (each costs a few hundred bytes and at
+    /// most four sessions); beyond it new peers are refused, unless a peer
+    /// silent for `reject_after` can be forgotten.
+    pub max_peers: usize,
+    /// The initiator of a session starts a new handshake after this long
+    /// (WireGuard's REKEY_AFTER_TIME).
+    pub rekey_after: Duration,
+    /// ... or after sealing this many datagrams with it.
+    pub rekey_after_packets: u64,
+    /// A session this old is no longer used at all (REJECT_AFTER_TIME).
+    pub reject_after: Duration,
+    /// A session that sealed this many datagrams is no longer used to send
+    /// (far below the AEADs' limits: RFC 9001 §6.6 allows 2^23 full-size
+    /// AES-GCM packets per key with margin).
+    pub reject_after_packets: u64,
+    /// First retransmission of an unanswered initiation or key request;
+    /// doubles each time.
+    pub handshake_timeout: Duration,
+    /// Most initiations of one handshake before a fresh one is started.
+    pub handshake_tries: u32,
+    /// Most key requests to an address before discovery fails.
+    pub discovery_tries: u32,
+    /// Waiting this long for an answer without receiving anything
+    /// authenticated starts a new handshake (the peer may have restarted
+    /// and lost its sessions); so does a retransmission timeout with
+    /// nothing heard since the datagram it gave up on was sent.
+    pub silence: Duration,
+    /// Most handshake and discovery packets queued for sending; further
+    /// answers are dropped (and counted), so a flood cannot grow the queue.
+    pub max_queued: usize,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            max_peers: 65_536,
+            rekey_after: Duration::from_secs(120),
+            rekey_after_packets: 1 << 22,
+            reject_after: Duration::from_secs(180),
+            reject_after_packets: 1 << 23,
+            handshake_timeout: Duration::from_millis(250),
+            handshake_tries: 8,
+            discovery_tries: 8,
+            silence: Duration::from_secs(2),
+            max_queued: 1024,
+        }
+    }
+}
+
+/// Counters of the session layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SecurityStats {
+    /// Sealed datagrams whose tag did not verify, and handshake packets
+    /// whose mac1 or Noise message did not.
+    pub auth_failed: u64,
+    /// Sealed datagrams that authenticated but replayed a counter.
+    pub replayed: u64,
+    /// Datagrams for no session, or of the other security mode.
+    pub unauthenticated: u64,
+    /// Handshakes completed (either role).
+    pub handshakes: u64,
+    /// Initiations answered.
+    pub responses: u64,
+    /// Peers refused by the verifier or for want of room.
+    pub refused: u64,
+    /// Handshake or discovery packets not queued because the queue was full.
+    pub queue_dropped: u64,
+    /// Sessions currently kept (all peers, all roles).
+    pub sessions: u64,
+    /// Peers currently kept.
+    pub peers: u64,
+}
+
+/// Why discovering the node at an address failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DiscoveryError {
+    /// No reply after every try.
+    #[error("no Exon node answered at {0}")]
+    Timeout(SocketAddr),
+    /// The verifier refused the key the address presented.
+    #[error("the key presented by {addr} was refused: {reason}")]
+    Refused {
+        /// Where.
+        addr: SocketAddr,
+        /// The verifier's reason.
+        reason: String,
+    },
+    /// The node there runs the other security mode.
+    #[error(
+        "the Exon node at {0} runs the other security mode (authenticated vs --insecure-no-auth)"
+    )]
+    ModeMismatch(SocketAddr),
+}
+
+/// The keyed hash of handshake packets: BLAKE3 keyed by a key derived from
+/// the receiver's public key, so a sender must at least know whom it talks
+/// to, and random packets are dropped without a Diffie-Hellman.
+pub(crate) fn mac1_key(receiver: &PublicKey) -> [u8; 32] {
+    blake3::derive_key("braid-exon v1 mac1", &receiver.to_bytes())
+}
+
+pub(crate) fn mac1(key: &[u8; 32], body: &[u8]) -> [u8; MAC_LEN] {
+    let h = blake3::keyed_hash(key, body);
+    let mut out = [0u8; MAC_LEN];
+    out.copy_from_slice(&h.as_bytes()[..MAC_LEN]);
+    out
+}
+
+/// Constant-time comparison of two macs.
+pub(crate) fn mac_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
