@@ -22,13 +22,39 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use braid_identity::Peer;
+use braid_identity::{Peer, PublicKey};
 use braid_tls::{TlsError, TlsSettings};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::transport::{tcp_loss_counters, Acceptor, BoxFuture, Connection, Connector, LossCounters, LossProbe, StreamRole};
+
+/// What a handshake proved about the receiver: its key and the cipher
+/// suite the stream runs (for a summary's `peer_key` and `cipher`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proven {
+    /// The receiver's public key, proven by its handshake signature.
+    pub key: PublicKey,
+    /// The negotiated TLS 1.3 cipher suite, e.g. `TLS13_AES_256_GCM_SHA384`.
+    pub cipher: Option<&'static str>,
+}
+
+/// The receiver as the first stream's handshake proved it; shared by the
+/// connector's clones (see [`TlsConnector::proven`]).
+#[derive(Debug, Clone, Default)]
+pub struct ProvenReceiver(Arc<Mutex<Option<Proven>>>);
+
+impl ProvenReceiver {
+    /// `None` until a stream has connected.
+    pub fn get(&self) -> Option<Proven> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn record(&self, proven: Proven) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(proven);
+    }
+}
 
 /// TLS 1.3 over kernel TCP to `addr`, authenticating the receiver with
 /// `settings` (its key must be trusted for `addr`, or for `name` if given).
@@ -41,12 +67,20 @@ pub struct TlsConnector {
     /// The name the receiver was dialled by (`host` of `host:port`), if any:
     /// known-hosts lines for the name match too, and TOFU records the name.
     pub name: Option<String>,
+    proven: ProvenReceiver,
 }
 
 impl TlsConnector {
     /// A connector to `addr` known by address only.
     pub fn new(addr: SocketAddr, settings: TlsSettings) -> Self {
-        TlsConnector { addr, settings, name: None }
+        TlsConnector { addr, settings, name: None, proven: ProvenReceiver::default() }
+    }
+
+    /// What the first stream's handshake proved about the receiver (a
+    /// handle that sees streams connected later, by this connector or its
+    /// clones).
+    pub fn proven(&self) -> ProvenReceiver {
+        self.proven.clone()
     }
 
     /// The same connector, the receiver also known by `name`.
@@ -76,7 +110,9 @@ impl Connector for TlsConnector {
             // As over plain TCP: bulk streams keep Nagle on (full segments), control goes at once.
             tcp.set_nodelay(role == StreamRole::Control)?;
             let loss = probe(&tcp);
-            let (stream, _key) = self.settings.connect_peer(tcp, peer).await.map_err(TlsError::into_io)?;
+            let (stream, key) = self.settings.connect_peer(tcp, peer).await.map_err(TlsError::into_io)?;
+            let cipher = stream.get_ref().1.negotiated_cipher_suite().and_then(|s| s.suite().as_str());
+            self.proven.record(Proven { key, cipher });
             Ok(Connection { stream: Box::new(stream), loss })
         })
     }

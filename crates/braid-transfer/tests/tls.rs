@@ -90,7 +90,12 @@ async fn a_tree_arrives_identical_over_mutual_tls() {
         (summary, acceptor.refusals())
     });
     let connector = TlsConnector::new(addr, settings(&sender, &format!("{addr} {}", receiver.public_key())));
+    let proven = connector.proven();
+    assert_eq!(proven.get(), None);
     let sent = send(&[&source], Arc::new(connector), send_options()).await.unwrap();
+    let proof = proven.get().expect("the receiver proved its key");
+    assert_eq!(proof.key, receiver.public_key());
+    assert!(proof.cipher.is_some_and(|c| c.starts_with("TLS13_")), "{proof:?}");
     let (received, refusals) = tokio::time::timeout(Duration::from_secs(60), receiving).await.unwrap().unwrap();
     let received = received.unwrap();
     assert_eq!(refusals, 0);

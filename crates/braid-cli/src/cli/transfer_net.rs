@@ -7,26 +7,23 @@
 //! the same known hosts and trust policy as Braid connections (`--identity`, `--known-hosts`,
 //! `--tofu`). Plain TCP only with `--insecure-no-auth`, on both sides.
 //!
-//! The sender's connector is `braid_transfer::tls`'s handshake with one addition: it keeps the
-//! receiver's proven key and the negotiated cipher suite, which the summary reports.
+//! The sender's connector is `braid_transfer::tls`'s; the receiver's proven key and the negotiated
+//! cipher suite it records go into the summary.
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
-use braid_identity::{Peer, TrustPolicy};
+use braid_identity::TrustPolicy;
 use braid_tls::{TlsError, TlsSettings};
-use braid_transfer::tls::TlsAcceptor;
+use braid_transfer::tls::{TlsAcceptor, TlsConnector};
 use braid_transfer::transport::{
-    tcp_loss_counters, Acceptor, BoxFuture, ByteStream, Connection, Connector, LossCounters, LossProbe, StreamRole,
-    TcpAcceptor, TcpConnector,
+    Acceptor, BoxFuture, ByteStream, Connection, Connector, StreamRole, TcpAcceptor, TcpConnector,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
 use super::{Protection, SecurityArgs};
 
@@ -68,7 +65,7 @@ pub fn connector(security: &SecurityArgs, to: SocketAddr) -> anyhow::Result<(Arc
         peer_key: None,
         trust: policy.as_str(),
     });
-    let connector = KeyedTlsConnector { addr: to, settings: tls_settings(security)?, policy, seen: handle.slot() };
+    let connector = ReportingTlsConnector { inner: TlsConnector::new(to, tls_settings(security)?), policy, seen: handle.slot() };
     Ok((Arc::new(connector), handle))
 }
 
@@ -102,43 +99,28 @@ impl ProtectionHandle {
     }
 }
 
-/// TLS 1.3 over kernel TCP (as `braid_transfer::tls::TlsConnector`), keeping the receiver's key.
-struct KeyedTlsConnector {
-    addr: SocketAddr,
-    settings: TlsSettings,
+/// `braid_transfer::tls::TlsConnector`, reporting what the receiver proved into a
+/// [`ProtectionHandle`] slot.
+struct ReportingTlsConnector {
+    inner: TlsConnector,
     policy: TrustPolicy,
     seen: Arc<Mutex<Option<Protection>>>,
 }
 
-impl Connector for KeyedTlsConnector {
+impl Connector for ReportingTlsConnector {
     fn connect(&self, role: StreamRole) -> BoxFuture<'_, io::Result<Connection>> {
         Box::pin(async move {
-            let tcp = TcpStream::connect(self.addr).await?;
-            // As over plain TCP: bulk streams keep Nagle on (full segments), control goes at once.
-            tcp.set_nodelay(role == StreamRole::Control)?;
-            let loss = tcp.as_fd().try_clone_to_owned().ok().map(|fd| Arc::new(TcpInfo { fd }) as Arc<dyn LossProbe>);
-            let (stream, key) =
-                self.settings.connect_peer(tcp, Peer::addr(self.addr)).await.map_err(TlsError::into_io)?;
-            let cipher = stream.get_ref().1.negotiated_cipher_suite().and_then(|s| s.suite().as_str());
-            self.seen.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(|| Protection {
-                encrypted: true,
-                cipher: Some(cipher.unwrap_or(TLS)),
-                peer_key: Some(key.to_string()),
-                trust: self.policy.as_str(),
-            });
-            Ok(Connection { stream: Box::new(stream), loss })
+            let connection = self.inner.connect(role).await?;
+            if let Some(proof) = self.inner.proven().get() {
+                self.seen.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(|| Protection {
+                    encrypted: true,
+                    cipher: Some(proof.cipher.unwrap_or(TLS)),
+                    peer_key: Some(proof.key.to_string()),
+                    trust: self.policy.as_str(),
+                });
+            }
+            Ok(connection)
         })
-    }
-}
-
-/// `TCP_INFO` of the socket under the TLS layer (a duplicate descriptor of the same socket).
-struct TcpInfo {
-    fd: OwnedFd,
-}
-
-impl LossProbe for TcpInfo {
-    fn counters(&self) -> Option<LossCounters> {
-        tcp_loss_counters(&self.fd)
     }
 }
 
