@@ -17,7 +17,7 @@
 //! the chunks its journal already holds; each data stream starts with [`Message::Attach`] and
 //! then carries chunk frames only. On the control stream the receiver sends
 //! [`Message::Refetch`] for a chunk whose hash failed, [`Message::WriterState`] once per probe
-//! interval (for the sender's write-stage tuner), [`Message::FileDone`] per finished file and
+//! interval (for the sender's write-stage tuner), [`Message::FilesDone`] per written chunk that finished files, and
 //! finally [`Message::Done`] or [`Message::Error`]; the sender sends [`Message::SetWriters`].
 
 use bytes::{Bytes, BytesMut};
@@ -26,7 +26,7 @@ use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Version spoken by this implementation; a receiver refuses any other.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Largest frame body (kind byte included): 64 MiB. Bounds a chunk and the manifest.
 pub const MAX_FRAME_LEN: u32 = 64 << 20;
 /// Largest chunk size the protocol carries (leaves room for the header within a frame).
@@ -175,10 +175,12 @@ pub enum Message {
         /// Writer count.
         writers: u32,
     },
-    /// Receiver → sender: a file is complete, verified and renamed.
-    FileDone {
-        /// Its manifest index.
-        file: u64,
+    /// Receiver → sender: files are complete, verified and renamed (one message per written
+    /// chunk: a bundle finishes hundreds of small files at once, and one message each cost a
+    /// system call each).
+    FilesDone {
+        /// Their manifest indices.
+        files: Vec<u64>,
     },
     /// Receiver → sender: the whole transfer is complete.
     Done,
@@ -198,7 +200,7 @@ impl Message {
             Message::Refetch { .. } => "Refetch",
             Message::WriterState { .. } => "WriterState",
             Message::SetWriters { .. } => "SetWriters",
-            Message::FileDone { .. } => "FileDone",
+            Message::FilesDone { .. } => "FilesDone",
             Message::Done => "Done",
             Message::Error { .. } => "Error",
         }
@@ -405,7 +407,7 @@ mod tests {
             Message::Refetch { file: 3, offset: 1 << 40 },
             Message::WriterState { writers: 4, staged_bytes: 9, throughput: 1.5e9, written_bytes: 3 },
             Message::SetWriters { writers: 7 },
-            Message::FileDone { file: 2 },
+            Message::FilesDone { files: vec![2, 3, u64::MAX] },
             Message::Done,
             Message::Error { message: "disk full at `x`".into() },
         ]

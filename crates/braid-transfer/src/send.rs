@@ -513,8 +513,8 @@ async fn control_loop<R: tokio::io::AsyncRead + Unpin>(
                 *writer_state.lock().unwrap_or_else(PoisonError::into_inner) =
                     WriterReport { writers: Some(writers as usize), throughput, fresh: true };
             }
-            Some(Frame::Control(Message::FileDone { .. })) => {
-                files_done.fetch_add(1, Ordering::AcqRel);
+            Some(Frame::Control(Message::FilesDone { files })) => {
+                files_done.fetch_add(files.len() as u64, Ordering::AcqRel);
             }
             Some(Frame::Control(Message::Done)) => return Ok(()),
             Some(Frame::Control(Message::Error { message })) => return Err(TransferError::Remote(message)),

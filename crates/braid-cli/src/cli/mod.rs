@@ -6,6 +6,7 @@ mod bench_data;
 mod bench_exon;
 mod bench_multipath;
 mod bench_priority;
+mod bench_transfer;
 mod demo;
 mod emu;
 mod keygen;
@@ -94,6 +95,8 @@ enum BenchCommand {
     Data(bench_data::BenchDataArgs),
     /// Braid multipath (ProgMP schedulers) vs kernel MPTCP over two emulated paths.
     Multipath(bench_multipath::BenchMultipathArgs),
+    /// File transfer (Marlin) over the emulator: tuners against the static optimum, and rsync and rclone.
+    Transfer(bench_transfer::BenchTransferArgs),
 }
 
 /// Options shared by the commands that open Braid connections.
@@ -280,6 +283,7 @@ pub fn main() -> ExitCode {
             Command::Bench(BenchCommand::Priority(a)) => bench_priority::run(a).await,
             Command::Bench(BenchCommand::Data(a)) => bench_data::run(a).await,
             Command::Bench(BenchCommand::Multipath(a)) => bench_multipath::run(a).await,
+            Command::Bench(BenchCommand::Transfer(a)) => bench_transfer::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Emu(c) => emu::run(c).await,
             Command::Progmp(c) => progmp::run(c),
