@@ -33,3 +33,4 @@ pub mod session;
 pub mod store;
 pub mod study;
 pub mod template;
+pub mod web;

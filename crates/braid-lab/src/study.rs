@@ -18,6 +18,8 @@
 //! scheduler = ["minrtt", "redundant"]
 //! [environment]                  # the template's environment parameters
 //! path1 = ["rtt=20ms,rate=50mbit", "rtt=20ms,rate=50mbit,loss=2%"]
+//! [slurm]                        # optional: read by the Slurm executor (runner::slurm::StudySlurm)
+//! constraint = "emu"
 //! ```
 //!
 //! Instead of `template = "..."`, a `[template]` table may define a command
@@ -80,8 +82,18 @@ use crate::template::Template;
 pub const MAX_EXPERIMENTS: usize = 1_000_000;
 
 /// The keys a study file may have at its top level.
-pub const STUDY_KEYS: &[&str] =
-    &["name", "description", "template", "repetitions", "seed", "timeout", "exclusive", "configuration", "environment"];
+pub const STUDY_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "template",
+    "repetitions",
+    "seed",
+    "timeout",
+    "exclusive",
+    "configuration",
+    "environment",
+    "slurm",
+];
 
 /// A place in a file: 1-based line and column (in characters).
 #[derive(Debug, Clone, PartialEq, Eq)]

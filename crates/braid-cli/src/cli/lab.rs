@@ -16,6 +16,11 @@ use serde::Serialize;
 
 use super::{emit, Outcome};
 
+#[path = "lab_serve.rs"]
+mod lab_serve;
+#[path = "lab_slurm.rs"]
+mod lab_slurm;
+
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
     /// List the templates and their typed parameters.
@@ -40,6 +45,8 @@ pub enum LabCommand {
     Best(BestArgs),
     /// Every experiment of a study, one row each: CSV or JSON lines.
     Export(ExportArgs),
+    /// The lab's web interface: studies, live progress, analysis, new studies.
+    Serve(lab_serve::ServeArgs),
     /// Run one experiment from a spec file (used by `braid lab run`).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -110,6 +117,8 @@ pub struct RunArgs {
     /// Keep every experiment's work directory (records, logs), not only failed ones'.
     #[arg(long)]
     keep_work_dirs: bool,
+    #[command(flatten)]
+    slurm: lab_slurm::SlurmArgs,
     /// Print JSON (no progress bar).
     #[arg(long)]
     json: bool,
@@ -273,9 +282,13 @@ pub struct ExportArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["spec", "slurm_task"])))]
 pub struct WorkerArgs {
     /// The spec file the runner wrote.
-    spec: PathBuf,
+    spec: Option<PathBuf>,
+    /// Run this Slurm array task's chunk (from BRAID_LAB_CHUNKS and SLURM_ARRAY_TASK_ID).
+    #[arg(long)]
+    slurm_task: bool,
 }
 
 fn parse_format(s: &str) -> Result<ExportFormat, String> {
@@ -361,8 +374,12 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
             }
             Ok(Outcome::Success)
         }
+        LabCommand::Serve(a) => lab_serve::serve(a),
         LabCommand::Worker(a) => {
-            let code = braid_lab::runner::worker::run_spec(&a.spec, &braid_lab::template::find_builtin);
+            let code = match &a.spec {
+                Some(spec) => braid_lab::runner::worker::run_spec(spec, &braid_lab::template::find_builtin),
+                None => lab_slurm::slurm_task()?,
+            };
             std::process::exit(code);
         }
     }
@@ -416,6 +433,7 @@ fn load_study(path: &Path) -> anyhow::Result<Study> {
 
 fn plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let study = load_study(&a.study)?;
+    lab_slurm::check_study(&study)?;
     let jobs = a.jobs.unwrap_or_else(cores).max(1);
     let summary = Plan::new(&study).summary(jobs);
     if a.json {
@@ -463,6 +481,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<Outcome> {
         let program = std::env::current_exe().context("finding the braid binary for worker processes")?;
         options.isolation = Isolation::Worker { program, args: vec!["lab".into(), "worker".into()] };
     }
+    a.slurm.apply(&study, &db, &mut options)?;
     let run = session::run_study(&study, &mut store, &options)?;
     let failed = run.summary.failed + run.summary.timed_out;
     if a.json {

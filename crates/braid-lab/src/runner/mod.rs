@@ -36,6 +36,12 @@
 //! by name (the built-ins) go to a worker; command templates spawn their
 //! own program and always run in process.
 //!
+//! Which machines run them ([`Executor`]): this one (the pool above), or a
+//! Slurm cluster ([`slurm`]): chunks of experiments as job arrays, one
+//! result bundle per experiment in a shared directory, ingested by the
+//! runner, which stays the single writer of the store; resuming adopts
+//! the arrays still queued or running.
+//!
 //! [`rerun`] runs one experiment again, with the same seed and parameters,
 //! without storing it (`braid lab rerun ID`).
 //!
@@ -100,6 +106,7 @@ mod pool;
 mod progress;
 pub mod provenance;
 mod sink;
+pub mod slurm;
 mod summary;
 pub mod worker;
 
@@ -148,6 +155,19 @@ pub enum Isolation {
     },
 }
 
+/// Which executor runs the experiments.
+#[derive(Debug, Clone, Default)]
+pub enum Executor {
+    /// On this machine: a pool of `jobs` threads, each experiment in
+    /// process or in a worker process ([`Isolation`]).
+    #[default]
+    Local,
+    /// As Slurm job arrays on a cluster ([`slurm`]); `jobs` and
+    /// `isolation` do not apply (each task runs its experiments in worker
+    /// processes of its own).
+    Slurm(Box<slurm::SlurmOptions>),
+}
+
 /// How long a timed-out worker gets between SIGTERM and SIGKILL.
 pub const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -177,6 +197,8 @@ pub struct RunOptions {
     pub work_root: PathBuf,
     /// Keep the work directories of experiments that succeeded too.
     pub keep_work_dirs: bool,
+    /// Where experiments run: this machine (default) or a Slurm cluster.
+    pub executor: Executor,
 }
 
 impl RunOptions {
@@ -191,6 +213,7 @@ impl RunOptions {
             show_progress: true,
             work_root: work_root.into(),
             keep_work_dirs: false,
+            executor: Executor::Local,
         }
     }
 
@@ -247,6 +270,11 @@ pub enum RunError {
         /// The sink's error.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The Slurm executor could not go on (submitting, the shared
+    /// directory, `squeue`). Stored experiments stay stored and submitted
+    /// arrays keep running: running the study again adopts them.
+    #[error("slurm: {0}")]
+    Slurm(#[from] slurm::SlurmError),
 }
 
 /// Run the experiments of `plan` that `sink` does not hold yet for study
@@ -259,7 +287,10 @@ pub fn run<S: ResultSink + ?Sized>(
     sink: &mut S,
     options: &RunOptions,
 ) -> Result<RunSummary, RunError> {
-    local::run(study_id, plan, templates, sink, options)
+    match &options.executor {
+        Executor::Local => local::run(study_id, plan, templates, sink, options),
+        Executor::Slurm(slurm) => slurm::run(study_id, plan, sink, options, slurm),
+    }
 }
 
 /// Why a [`rerun`] produced no records.

@@ -1,8 +1,13 @@
 //! The report of `braid bench transfer`: a scenario's runs
 //! ([`super::scenario`]) reduced to the measures.
 //!
-//! - The **static optimum** is the fastest fixed (read, net, write)
-//!   setting of the sweep, ties within [`TIE`] going to fewer workers.
+//! - A run's **steady throughput** is the mean of its probe intervals
+//!   after the first (connection set-up and slow start) and before the
+//!   last (partial); a transfer too short for that counts whole.
+//! - The **static optimum** is the fixed (read, net, write) setting of the
+//!   sweep with the highest steady throughput, ties within [`TIE`] going
+//!   to fewer workers. Tuners are compared with it interval by interval,
+//!   so set-up time, which every run pays alike, does not enter.
 //! - A tuner's run is read per probe interval (the last, partial interval
 //!   left out). It has **converged** at the first interval from which its
 //!   throughput reaches [`CONVERGED`] of the optimum's and stays there on
@@ -72,6 +77,17 @@ pub fn optimum(sweep: &[FixedRun]) -> Option<&FixedRun> {
         .iter()
         .filter(|f| f.throughput_mbps >= best * (1.0 - TIE))
         .min_by(|a, b| a.total().cmp(&b.total()).then(b.throughput_mbps.total_cmp(&a.throughput_mbps)))
+}
+
+/// Steady throughput of a run (see the module documentation), Mbit/s.
+pub fn steady_mbps(run: &TransferRun) -> f64 {
+    let threads = run.transfers.first().map(|t| t.threads.as_slice()).unwrap_or(&[]);
+    let judged = judged(threads);
+    if judged.len() >= 2 {
+        mean(judged[1..].iter().map(|s| s.throughput_mbps))
+    } else {
+        run.throughput_mbps
+    }
 }
 
 /// The intervals a tuner run is judged on: all but a final partial one.
@@ -171,7 +187,7 @@ impl BenchReport {
             .iter()
             .filter_map(|(role, r)| match role {
                 Role::Fixed([read, net, write]) => {
-                    Some(FixedRun { read: *read, net: *net, write: *write, throughput_mbps: r.throughput_mbps })
+                    Some(FixedRun { read: *read, net: *net, write: *write, throughput_mbps: steady_mbps(r) })
                 }
                 _ => None,
             })
