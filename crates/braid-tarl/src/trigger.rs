@@ -45,9 +45,9 @@ impl EvalTrigger {
             return true;
         }
         match self.changed_at {
-            Some(c) => {
-                now.saturating_duration_since(c) >= self.hold_off && since_last >= self.hold_off
-            }
+            // A change counts only from when it happened: asked about an earlier instant
+            // (a timer that fired early), the answer is the periodic one.
+            Some(c) => now >= c && now.saturating_duration_since(c) >= self.hold_off && since_last >= self.hold_off,
             None => false,
         }
     }
