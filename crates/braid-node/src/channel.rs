@@ -191,22 +191,34 @@ impl Channels {
         for _ in 0..3 {
             let tx = {
                 let mut m = env.channels.map();
-                let h = match m.entry(key) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                match m.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(e) => {
+                        let h = e.into_mut();
+                        h.pending.fetch_add(1, Ordering::AcqRel);
+                        h.tx.clone()
+                    }
                     std::collections::hash_map::Entry::Vacant(e) => {
                         let Some(connect) = connect.take() else { break };
                         let id = env.channels.next_id.fetch_add(1, Ordering::Relaxed);
                         let (tx, rx) = mpsc::channel(env.queue);
-                        let pending = Arc::new(AtomicUsize::new(0));
+                        // The message is queued before the channel's task
+                        // exists: a connection refused at once then fails
+                        // it with the reason (ConnectFailed) instead of
+                        // closing the queue in front of it.
+                        if let Err(full) = tx.try_send(out) {
+                            // A new queue has room; kept for completeness.
+                            out = full.into_inner();
+                            break;
+                        }
+                        let pending = Arc::new(AtomicUsize::new(1));
                         let task = tokio::spawn(run::<L, F>(env.clone(), key, id, rx, pending.clone(), connect()));
                         let mut tasks = env.channels.tasks.lock().unwrap_or_else(|e| e.into_inner());
                         tasks.retain(|t| !t.is_finished());
                         tasks.push(task);
-                        e.insert(Handle { id, tx, pending })
+                        e.insert(Handle { id, tx, pending });
+                        return;
                     }
-                };
-                h.pending.fetch_add(1, Ordering::AcqRel);
-                h.tx.clone()
+                }
             };
             match tx.send(out).await {
                 Ok(()) => return,
