@@ -19,7 +19,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use braid_proto::progmp::{Program, Register};
-use braid_proto::{PathError, PathInfo, TransportConfig};
+use braid_proto::{CcAlgorithm, PathError, PathInfo, TransportConfig};
 
 use crate::connection::{gone, Connection};
 use crate::endpoint::Endpoint;
@@ -171,6 +171,17 @@ impl Connection {
     pub fn paths(&self) -> Vec<PathInfo> {
         let (shared, h) = self.parts();
         shared.lock().ep.paths(h)
+    }
+
+    /// Replace the congestion controller of every path by one of
+    /// `algorithm`, live: the new controller continues from the old one's
+    /// window, slow-start state, RTT estimates and delivery rate, with the
+    /// bytes in flight unchanged, so the switch neither bursts nor stalls
+    /// ([`braid_proto::cc::Handover`] states the model). Parameters set on
+    /// the old controller are not carried over.
+    pub fn set_congestion_control(&self, algorithm: CcAlgorithm) -> Result<(), ConnectionError> {
+        let now = self.parts().0.clock.now();
+        self.with_proto(true, |ep, h| ep.set_congestion_control(now, h, algorithm))
     }
 
     /// Schedule this connection's packets with `program` from now on, even

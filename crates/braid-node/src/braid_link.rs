@@ -38,13 +38,17 @@ impl Link for BraidLink {
     }
 }
 
-/// Open a Braid connection to `addr`, with `transport` instead of the
-/// endpoint's configuration if given. Whatever the peer sends on it is
-/// delivered like on an accepted connection; its end is the channel's
-/// closed signal.
+/// Open a Braid connection to `addr`, the Braid port of the node at
+/// `base`, with `transport` instead of the endpoint's configuration if
+/// given. Whatever the peer sends on it is delivered like on an accepted
+/// connection; its end is the channel's closed signal. The connection
+/// gets the destination's adaptation settings (priority, controller,
+/// scheduler) and is known to the actuators until it ends, which the rule
+/// runtime hears as a `closed` event.
 pub(crate) async fn connect<H: Header>(
     core: Arc<Core<H>>,
     endpoint: braid_net::Endpoint,
+    base: SocketAddr,
     addr: SocketAddr,
     transport: Option<braid_net::TransportConfig>,
 ) -> Result<(BraidLink, ClosedSignal), String> {
@@ -53,10 +57,16 @@ pub(crate) async fn connect<H: Header>(
         None => endpoint.connect(addr).await,
     }
     .map_err(|e| e.to_string())?;
+    core.actuators.opened(base, &conn);
     let reader = conn.clone();
-    tokio::spawn(serve(core, reader));
+    tokio::spawn(serve(core.clone(), reader));
     let watcher = conn.clone();
-    let closed: ClosedSignal = Box::pin(async move { watcher.closed().await.to_string() });
+    let closed: ClosedSignal = Box::pin(async move {
+        let reason = watcher.closed().await.to_string();
+        core.actuators.closed(base, &watcher);
+        core.rule_event(base, crate::rules::NodeEvent::Closed);
+        reason
+    });
     Ok((BraidLink { conn }, closed))
 }
 

@@ -22,6 +22,13 @@ pub trait Header: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + '
     fn destination(&self) -> &Self::Addr;
     /// How this hop travels.
     fn transport(&self) -> Transport;
+    /// Replace how this hop travels, for a transport the node chose for
+    /// the destination ([`crate::Node::set_transport_for`]); returns false
+    /// if this header type cannot be rewritten (the default), in which
+    /// case the message travels as its header says.
+    fn override_transport(&mut self, _transport: Transport) -> bool {
+        false
+    }
 }
 
 /// A header whose transport can be replaced, which is what the DATA
@@ -74,6 +81,10 @@ impl<A: Address> Header for BasicHeader<A> {
     }
     fn transport(&self) -> Transport {
         self.proto
+    }
+    fn override_transport(&mut self, transport: Transport) -> bool {
+        self.proto = transport;
+        true
     }
 }
 
@@ -194,6 +205,10 @@ impl<A: Address> Header for RoutingHeader<A> {
     }
     fn transport(&self) -> Transport {
         self.base.proto
+    }
+    fn override_transport(&mut self, transport: Transport) -> bool {
+        self.base.proto = transport;
+        true
     }
 }
 

@@ -9,6 +9,11 @@
 //! (raw bytes or postcard-encoded serde values) and the [`Dispatcher`]
 //! registry, delivery notifications, and [`data`]: the DATA interceptor,
 //! its protocol selection and ratio policies and the Sarsa(λ) learner.
+//! Adaptation (issue 20): typed actuators per destination (transport,
+//! Braid congestion controller switched live, priority, ProgMP scheduler
+//! and registers; `Node::set_transport_for`, `Node::set_priority`, ...)
+//! and [`rules`], the ECA rule runtime that drives them from
+//! `braid-rules` rule sets (`Node::set_rules`).
 //!
 //! Must not depend on: the `braid` facade, the simulator or the emulator
 //! (they use this crate, not the reverse), protocol internals of
@@ -46,6 +51,7 @@
 //! # Ok(()) }
 //! ```
 
+mod adapt;
 mod address;
 mod braid_link;
 mod channel;
@@ -59,13 +65,16 @@ mod message;
 mod node;
 mod notify;
 mod registry;
+pub mod rules;
 mod stats;
 mod tcp;
 mod transport;
 mod udp;
 mod wire;
 
+pub use adapt::{scheduler_names, ActuatorError, BraidSettings, MAX_PRIORITY};
 pub use address::{Address, BasicAddress, VnodeId};
+pub use rules::{AppliedAction, RuleStats, RulesConfig, RulesError};
 pub use config::{NodeAuth, NodeConfig, UdpLoss};
 pub use error::{ConfigError, FailReason, NodeError, SendError};
 pub use header::{BasicHeader, DataHeader, Header, Route, RoutingHeader};

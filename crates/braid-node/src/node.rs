@@ -25,16 +25,45 @@ pub(crate) struct Core<H> {
     pub(crate) inbox: Inbox<H>,
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) max_frame_size: usize,
+    /// The adaptation actuators' settings and live Braid connections.
+    pub(crate) actuators: Arc<crate::adapt::Actuators>,
+    /// The installed rule set, if any ([`Node::set_rules`]).
+    pub(crate) rules: Mutex<Option<crate::rules::Runtime>>,
+    /// A rule set is installed: the send and receive paths report events.
+    pub(crate) rules_on: AtomicBool,
+    /// Bumped at every install, so the timer task of a replaced rule set
+    /// stops.
+    pub(crate) rules_generation: std::sync::atomic::AtomicU64,
 }
 
 /// The node has been closed.
 pub(crate) struct NodeGone;
+
+impl<H> Core<H> {
+    /// Reports an event concerning destination `dst` (a node's base
+    /// address) to the rule runtime, if one runs.
+    pub(crate) fn rule_event(&self, dst: SocketAddr, ev: crate::rules::NodeEvent) {
+        if self.rules_on.load(Ordering::Relaxed) {
+            if let Some(rt) = self.rules.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                rt.event(dst, ev);
+                // A lost connection is rare and may call for a change at
+                // once (seed 001 §6.3 evaluates on events); per-message
+                // events wait for the timer, so a message never pays for
+                // an evaluation.
+                if ev == crate::rules::NodeEvent::Closed {
+                    rt.tick(&self.actuators);
+                }
+            }
+        }
+    }
+}
 
 impl<H: Header> Core<H> {
     /// A frame from a reliable transport: decode and queue it, waiting
     /// for room. Malformed frames are dropped and counted.
     pub(crate) async fn receive_frame(&self, frame: Bytes, transport: Transport) -> Result<(), NodeGone> {
         let Some(msg) = self.decode(frame, transport) else { return Ok(()) };
+        self.rule_event(msg.header().source().as_socket(), crate::rules::NodeEvent::Received);
         match self.inbox.deliver(msg, &self.counters).await {
             Err(FailReason::NodeClosed) => Err(NodeGone),
             // Unknown vnode: dropped and counted by the inbox.
@@ -45,6 +74,7 @@ impl<H: Header> Core<H> {
     /// A datagram: decode and queue it if there is room, else drop it.
     pub(crate) fn receive_datagram(&self, frame: Bytes) {
         if let Some(msg) = self.decode(frame, Transport::Udp) {
+            self.rule_event(msg.header().source().as_socket(), crate::rules::NodeEvent::Received);
             match self.inbox.try_deliver(msg, &self.counters) {
                 Ok(()) | Err(TryDeliver::Full | TryDeliver::Unknown | TryDeliver::Closed) => {}
             }
@@ -290,7 +320,16 @@ impl<H: Header> Node<H> {
         let counters = Arc::new(Counters::default());
         let (shutdown_tx, shutdown) = watch::channel(false);
         let (inbox, main_rx) = Inbox::new(config.recv_queue);
-        let core = Arc::new(Core { counters: counters.clone(), inbox, shutdown: shutdown.clone(), max_frame_size: config.max_frame_size });
+        let core = Arc::new(Core {
+            counters: counters.clone(),
+            inbox,
+            shutdown: shutdown.clone(),
+            max_frame_size: config.max_frame_size,
+            actuators: Arc::new(crate::adapt::Actuators::default()),
+            rules: Mutex::new(None),
+            rules_on: AtomicBool::new(false),
+            rules_generation: std::sync::atomic::AtomicU64::new(0),
+        });
         let mut listeners = Vec::new();
         let udp = bound.udp.take().map(Arc::new);
         if let Some(u) = &udp {
@@ -373,7 +412,8 @@ impl<H: Header> Node<H> {
     /// Send `msg` without notification. Returns once the message is queued
     /// (waiting while its channel's queue is full); `Err` if it cannot be
     /// sent at all.
-    pub async fn send(&self, msg: Message<H>) -> Result<(), SendError> {
+    pub async fn send(&self, mut msg: Message<H>) -> Result<(), SendError> {
+        self.override_transport(&mut msg);
         self.send_with(msg, Notifier::none(), Lane::Default).await
     }
 
@@ -389,7 +429,25 @@ impl<H: Header> Node<H> {
         self.send_notify_on(msg, Lane::Bulk).await
     }
 
-    async fn send_notify_on(&self, msg: Message<H>, lane: Lane) -> Result<Notify, SendError> {
+    /// A transport chosen for the destination ([`Node::set_transport_for`])
+    /// replaces the header's.
+    fn override_transport(&self, msg: &mut Message<H>) {
+        let actuators = &self.inner.core.actuators;
+        if !actuators.any_transport_override() {
+            return;
+        }
+        if let Some(t) = actuators.transport_for(msg.header().destination().as_socket()) {
+            if msg.header().transport() != t && msg.header().transport() != Transport::Data && !msg.header_mut().override_transport(t) {
+                tracing::trace!(transport = %t, "header type cannot change its transport: sent as it asks");
+            }
+        }
+    }
+
+    async fn send_notify_on(&self, mut msg: Message<H>, lane: Lane) -> Result<Notify, SendError> {
+        // The bulk lane is DATA's: its per-message choice stands.
+        if lane == Lane::Default {
+            self.override_transport(&mut msg);
+        }
         let confirms = self.is_local(msg.header().destination())
             || match msg.header().transport() {
                 Transport::Braid | Transport::Exon => true,
@@ -427,6 +485,7 @@ impl<H: Header> Node<H> {
         if !inner.transports.contains(&transport) {
             return Err(SendError::TransportDisabled(transport));
         }
+        inner.core.rule_event(dst.as_socket(), crate::rules::NodeEvent::Sent);
         let to = dst.transport_addr(transport).ok_or(SendError::NoTransportPort(dst.as_socket(), transport))?;
         let (header, kind, body) = msg.into_wire_parts()?;
         let frame = wire::encode(&header, kind, &body)?;
@@ -459,7 +518,8 @@ impl<H: Header> Node<H> {
                 let endpoint = inner.braid.clone().ok_or(SendError::TransportDisabled(transport))?;
                 let out = Outgoing { frame, notifier };
                 let with = if lane == Lane::Bulk { inner.bulk_braid.clone() } else { None };
-                Channels::send(&inner.env, (transport, to, lane), out, move || crate::braid_link::connect(core, endpoint, to, with))
+                let base = dst.as_socket();
+                Channels::send(&inner.env, (transport, to, lane), out, move || crate::braid_link::connect(core, endpoint, base, to, with))
                     .await;
                 Ok(())
             }
@@ -529,6 +589,150 @@ impl<H: Header> Node<H> {
         }
         if let Some(e) = &inner.exon {
             e.close().await;
+        }
+    }
+}
+
+/// Adaptation: the actuators (see [`crate::adapt`]) and the rule runtime
+/// (see [`crate::rules`]). Destinations are named by their node's base
+/// address (what [`Address::as_socket`] gives).
+impl<H: Header> Node<H> {
+    /// Send every later message to `dst` over `transport`, whatever its
+    /// header asks for (the header is rewritten, so the receiver sees the
+    /// transport used); `None` goes back to the header's choice. Messages
+    /// the DATA interceptor sends keep DATA's choice. Err if the node does
+    /// not run `transport`, or it is `data`.
+    pub fn set_transport_for(&self, dst: SocketAddr, transport: Option<Transport>) -> Result<(), crate::ActuatorError> {
+        self.inner.core.actuators.set_transport(dst, transport, &self.inner.transports)
+    }
+
+    /// The transport chosen for `dst`, if one was.
+    pub fn transport_for(&self, dst: SocketAddr) -> Option<Transport> {
+        self.inner.core.actuators.transport_for(dst)
+    }
+
+    /// Switch the congestion controller of the Braid connections to `dst`
+    /// live (the new one continues from the old one's window and RTT
+    /// state), and of those opened to it later. Returns how many live
+    /// connections were switched.
+    pub fn set_congestion_control(&self, dst: SocketAddr, cc: braid_net::CcAlgorithm) -> Result<usize, crate::ActuatorError> {
+        self.inner.core.actuators.set_congestion_control(dst, cc)
+    }
+
+    /// Set the priority (0 to 100; 0 = LEDBAT, less than best effort, p > 0
+    /// = p TCP flows' share) of the Braid connections to `dst`, switching
+    /// them to the priority controller first if they run another. Returns
+    /// how many live connections were changed.
+    pub fn set_priority(&self, dst: SocketAddr, priority: f64) -> Result<usize, crate::ActuatorError> {
+        self.inner.core.actuators.set_priority(dst, priority)
+    }
+
+    /// Schedule the Braid connections to `dst` with the shipped ProgMP
+    /// scheduler `name` (`min_rtt`, `redundant`, ...).
+    pub fn set_scheduler(&self, dst: SocketAddr, name: &str) -> Result<usize, crate::ActuatorError> {
+        self.inner.core.actuators.set_scheduler(dst, name)
+    }
+
+    /// Set scheduler register `R{register}` (1 to 6) of the Braid
+    /// connections to `dst`.
+    pub fn set_register(&self, dst: SocketAddr, register: u8, value: i64) -> Result<usize, crate::ActuatorError> {
+        self.inner.core.actuators.set_register(dst, register, value)
+    }
+
+    /// What was set for the Braid connections to `dst`.
+    pub fn braid_settings(&self, dst: SocketAddr) -> crate::BraidSettings {
+        self.inner.core.actuators.braid_settings(dst)
+    }
+
+    /// The congestion controller each live Braid connection to `dst` runs
+    /// now, with its parameters.
+    pub fn braid_congestion(&self, dst: SocketAddr) -> Vec<braid_net::CongestionParameters> {
+        self.inner.core.actuators.connections(dst).iter().filter_map(|c| c.congestion_parameters().ok()).collect()
+    }
+
+    /// Run the rule set `source` (braid-rules syntax, checked against
+    /// [`crate::rules::vocabulary`] of this node's transports), replacing
+    /// any installed one. The rules run per destination until
+    /// [`Node::clear_rules`] or the node closes.
+    pub fn set_rules_source(&self, source: &str, config: crate::RulesConfig) -> Result<(), crate::RulesError> {
+        let rules = braid_rules::compile(source, &crate::rules::vocabulary(&self.inner.transports))?;
+        self.set_rules(&rules, config)
+    }
+
+    /// Run the parsed rule set `rules` (see [`Node::set_rules_source`]).
+    pub fn set_rules(&self, rules: &braid_rules::RuleSet, config: crate::RulesConfig) -> Result<(), crate::RulesError> {
+        let runtime = crate::rules::Runtime::new(rules, &self.inner.transports, config)?;
+        let core = &self.inner.core;
+        let generation = core.rules_generation.fetch_add(1, Ordering::AcqRel) + 1;
+        *core.rules.lock().unwrap_or_else(|e| e.into_inner()) = Some(runtime);
+        core.rules_on.store(true, Ordering::Release);
+        tokio::spawn(rule_timer(Arc::downgrade(core), generation));
+        Ok(())
+    }
+
+    /// Stop running rules (what they set stays set).
+    pub fn clear_rules(&self) {
+        let core = &self.inner.core;
+        core.rules_generation.fetch_add(1, Ordering::AcqRel);
+        core.rules_on.store(false, Ordering::Release);
+        *core.rules.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Sample and evaluate the rules of every destination now (the timer
+    /// does this every [`crate::RulesConfig::interval`]); returns how many
+    /// actions were applied. Zero without rules.
+    pub fn evaluate_rules(&self) -> usize {
+        let core = &self.inner.core;
+        match core.rules.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            Some(rt) => rt.tick(&core.actuators),
+            None => 0,
+        }
+    }
+
+    /// The rule runtime's counters (zeros without rules).
+    pub fn rule_stats(&self) -> crate::RuleStats {
+        self.inner.core.rules.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| r.stats()).unwrap_or_default()
+    }
+
+    /// The actions the rules applied, oldest first (the last 4096).
+    pub fn rule_log(&self) -> Vec<crate::AppliedAction> {
+        self.inner.core.rules.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| r.log().to_vec()).unwrap_or_default()
+    }
+}
+
+/// Evaluates the rules of generation `generation` on their timer until
+/// they are replaced or the node goes. Holds the core weakly: the timer
+/// never keeps a node alive.
+async fn rule_timer<H: Header>(core: std::sync::Weak<Core<H>>, generation: u64) {
+    let mut shutdown = match core.upgrade() {
+        Some(c) => c.shutdown.clone(),
+        None => return,
+    };
+    loop {
+        let wake = {
+            let Some(c) = core.upgrade() else { return };
+            if c.rules_generation.load(Ordering::Acquire) != generation {
+                return;
+            }
+            let guard = c.rules.lock().unwrap_or_else(|e| e.into_inner());
+            match guard.as_ref() {
+                // At least 1 ms apart, so a window boundary already passed
+                // cannot spin the loop.
+                Some(rt) => rt.next_wake().max(std::time::Instant::now() + std::time::Duration::from_millis(1)),
+                None => return,
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {}
+            _ = stopped(&mut shutdown) => return,
+        }
+        let Some(c) = core.upgrade() else { return };
+        if c.rules_generation.load(Ordering::Acquire) != generation {
+            return;
+        }
+        let mut guard = c.rules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rt) = guard.as_mut() {
+            rt.tick(&c.actuators);
         }
     }
 }

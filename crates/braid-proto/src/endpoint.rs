@@ -800,6 +800,35 @@ impl Endpoint {
         self.connections.get_mut(&conn).map(|c| c.congestion_controller())
     }
 
+    /// Replaces the congestion controller of every path of `conn` by one of
+    /// `algorithm`, live: each continues from its predecessor's window,
+    /// slow-start state, RTT estimates and delivery rate, with the bytes in
+    /// flight unchanged, so the switch neither bursts nor stalls (the model
+    /// is [`crate::cc::Handover`]'s). Parameters set on the old controller
+    /// are not carried over (they belong to its algorithm).
+    ///
+    /// ```
+    /// use braid_proto::{CcAlgorithm, Endpoint, EndpointConfig};
+    /// use braid_core::Instant;
+    /// let mut client = Endpoint::new(EndpointConfig { accept_incoming: false, ..Default::default() }, 1);
+    /// let conn = client.connect(Instant::ZERO, "10.0.0.2:443".parse().unwrap()).unwrap();
+    /// let window = client.congestion_controller(conn).unwrap().window();
+    /// client.set_congestion_control(Instant::ZERO, conn, CcAlgorithm::Bbr).unwrap();
+    /// let cc = client.congestion_controller(conn).unwrap();
+    /// assert_eq!((cc.name(), cc.window()), ("bbr", window));
+    /// ```
+    pub fn set_congestion_control(
+        &mut self,
+        now: Instant,
+        conn: ConnectionHandle,
+        algorithm: crate::cc::CcAlgorithm,
+    ) -> Result<(), PathError> {
+        let c = self.connections.get_mut(&conn).ok_or(PathError::UnknownConnection)?;
+        c.set_congestion_control(now, algorithm);
+        self.mark_active(conn);
+        Ok(())
+    }
+
     // ----- multipath -----
 
     /// Opens a path of connection `conn` from the local address `local`

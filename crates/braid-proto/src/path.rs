@@ -162,6 +162,9 @@ pub(crate) struct Path {
     pub remote: SocketAddr,
     /// Largest datagram, bytes: the unit of `CWND` in packets.
     pub mtu: u64,
+    /// The configured initial window in bytes (a controller switched in
+    /// keeps it as its restart window after idle).
+    pub initial_window: u64,
     /// A packet sent on the path has been acknowledged: the peer receives
     /// on it and it has an RTT sample. Only validated paths carry data.
     pub validated: bool,
@@ -217,6 +220,7 @@ impl Path {
             local,
             remote,
             mtu,
+            initial_window: mtu * u64::from(config.initial_window_packets),
             validated: false,
             next_pn: 0,
             sent: VecDeque::new(),
@@ -251,6 +255,17 @@ impl Path {
             sched: PathSched::default(),
             counters: PathCounters::default(),
         }
+    }
+
+    /// Replaces the congestion controller by one of `algorithm` that
+    /// continues from the current one's operating point (window, slow-start
+    /// state, RTT estimates and delivery rate; see
+    /// [`braid_recovery::Handover`]). Bytes in flight and the RTT estimator
+    /// belong to the path (RFC 9002 §5, §6) and are kept as they are; the
+    /// pacer continues at the new controller's rate.
+    pub fn set_congestion_control(&mut self, now: Instant, algorithm: crate::cc::CcAlgorithm) {
+        let rtt = self.rtt.has_sample().then(|| self.rtt.estimate());
+        self.cc = algorithm.take_over(now, self.cc.as_ref(), self.mtu, self.initial_window, self.bytes_in_flight, rtt);
     }
 
     pub fn is_backup(&self) -> bool {

@@ -34,7 +34,7 @@ pub mod rtt;
 
 pub use braid_core::Instant;
 pub use cc::{
-    Acked, Bbr, CcAlgorithm, CcError, CongestionController, Cubic, Ledbat, LedbatVariant, MulTcp,
+    Acked, Bbr, CcAlgorithm, CcError, CongestionController, Cubic, Handover, Ledbat, LedbatVariant, MulTcp,
     NewReno, Priority, PriorityMode, RttEstimate, UnknownCcAlgorithm,
 };
 pub use pacer::Pacer;

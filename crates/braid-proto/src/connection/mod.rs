@@ -345,6 +345,15 @@ impl Connection {
         self.paths[0].cc.as_mut()
     }
 
+    /// Switches every path's congestion controller to `algorithm`, each
+    /// continuing from its path's operating point (see
+    /// [`crate::path::Path::set_congestion_control`]).
+    pub(crate) fn set_congestion_control(&mut self, now: Instant, algorithm: crate::cc::CcAlgorithm) {
+        for p in &mut self.paths {
+            p.set_congestion_control(now, algorithm);
+        }
+    }
+
     /// The secret path-validation tokens are drawn from (the endpoint's
     /// CSPRNG provides it).
     pub(crate) fn set_path_secret(&mut self, secret: [u8; 32]) {

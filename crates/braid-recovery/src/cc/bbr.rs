@@ -895,6 +895,37 @@ impl CongestionController for Bbr {
         self.bytes_in_flight = 0;
     }
 
+    fn resume(&mut self, now: Instant, from: &super::Handover) {
+        // The model starts from the path's measurements: RTprop from the
+        // minimum RTT, BtlBw from the predecessor's delivery rate (the
+        // filter's first sample, replaced by real ones within its
+        // window). A predecessor past slow start had found the capacity:
+        // no Startup, cruise in ProbeBW at the adopted window.
+        self.cwnd = from.window.max(MIN_PACKETS * self.mss);
+        self.prior_cwnd = None;
+        self.bytes_in_flight = from.bytes_in_flight;
+        self.rate.restart(now);
+        if let Some(rtt) = from.rtt {
+            self.rtprop = Some(rtt.min);
+            self.rtprop_stamp = now;
+            self.probe_rtt_min_delay = Some(rtt.min);
+            self.probe_rtt_min_stamp = now;
+        }
+        if let Some(bw) = from.delivery_rate {
+            self.bw_samples.clear();
+            self.bw_samples.push_back((self.rate.round, bw));
+            self.btl_bw = bw;
+            self.full_bw = bw;
+        }
+        if from.slow_start {
+            self.mode = Mode::Startup;
+            self.filled_pipe = false;
+        } else {
+            self.filled_pipe = true;
+            self.enter_probe_bw(now);
+        }
+    }
+
     fn window(&self) -> u64 {
         self.cwnd
     }

@@ -504,6 +504,13 @@ impl CongestionController for Cubic {
         self.core.on_timeout(&mut self.window, now);
     }
 
+    fn resume(&mut self, _now: Instant, from: &super::Handover) {
+        // A new stage from the adopted window (RFC 9438 §4.8: K = 0,
+        // W_max = cwnd), as after a timeout.
+        self.window.adopt(from);
+        self.core.reset();
+    }
+
     fn window(&self) -> u64 {
         self.window.cwnd
     }

@@ -126,6 +126,15 @@ impl DeliveryRate {
 
     /// Forget the snapshots (a retransmission timeout: what was in flight
     /// will not be acknowledged in order).
+    /// Starts sampling afresh at `now` (a controller taking over a live
+    /// connection): packets already in flight were sent before this
+    /// sampler saw them and give no rate sample.
+    pub fn restart(&mut self, now: Instant) {
+        self.snapshots.clear();
+        self.delivered_time = now;
+        self.first_sent_time = now;
+    }
+
     pub fn clear(&mut self) {
         self.snapshots.clear();
     }

@@ -824,6 +824,11 @@ impl CongestionController for Ledbat {
         self.core.on_timeout(&mut self.window, now);
     }
 
+    fn resume(&mut self, _now: Instant, from: &super::Handover) {
+        self.window.adopt(from);
+        self.core.enter(&self.window);
+    }
+
     fn window(&self) -> u64 {
         self.window.cwnd
     }

@@ -18,12 +18,16 @@
 //!
 //! Parameters can be changed on a live connection through
 //! [`CongestionController::set_parameter`], which is how later layers
-//! (priorities, learners) steer a running flow.
+//! (priorities, learners) steer a running flow; the controller itself is
+//! replaced by building the new one and handing it the old one's
+//! operating point ([`Handover`], [`CongestionController::resume`],
+//! [`CcAlgorithm::take_over`]).
 
 mod bbr;
 mod cubic;
 mod delay;
 mod delivery_rate;
+mod handover;
 mod ledbat;
 mod multcp;
 mod newreno;
@@ -34,6 +38,7 @@ mod yielding;
 
 pub use bbr::Bbr;
 pub use cubic::Cubic;
+pub use handover::Handover;
 pub use ledbat::{Ledbat, LedbatVariant};
 pub use multcp::MulTcp;
 pub use newreno::NewReno;
@@ -156,6 +161,11 @@ pub trait CongestionController: Send + fmt::Debug {
         gain * self.window() as f64 / rtt
     }
 
+    /// Take over from another controller on a live connection (see
+    /// [`Handover`] for the model): continue from its window, slow-start
+    /// state, RTT and delivery-rate estimates.
+    fn resume(&mut self, now: Instant, from: &Handover);
+
     /// Set a named parameter on a live connection. The current window and
     /// estimates are kept; the new value takes effect from the next event.
     fn set_parameter(&mut self, name: &str, value: f64) -> Result<(), CcError>;
@@ -225,6 +235,25 @@ impl CcAlgorithm {
             CcAlgorithm::Bbr => Box::new(Bbr::new(max_datagram_size, initial_window)),
             CcAlgorithm::Tq => Box::new(TargetQueue::new(max_datagram_size, initial_window)),
         }
+    }
+
+    /// Build a controller of this algorithm that continues from `old`'s
+    /// operating point (see [`Handover`]): the live switch of a
+    /// connection's controller. `initial_window` is the connection's
+    /// configured initial window (the restart window after idle).
+    pub fn take_over(
+        self,
+        now: Instant,
+        old: &dyn CongestionController,
+        max_datagram_size: u64,
+        initial_window: u64,
+        bytes_in_flight: u64,
+        rtt: Option<RttEstimate>,
+    ) -> Box<dyn CongestionController> {
+        let h = Handover::of(old, bytes_in_flight, rtt);
+        let mut cc = self.build(max_datagram_size, initial_window);
+        cc.resume(now, &h);
+        cc
     }
 
     /// The names of [`CcAlgorithm::ALL`], in that order: the one list

@@ -569,6 +569,12 @@ impl CongestionController for MulTcp {
         self.core.on_timeout(&mut self.window, now);
     }
 
+    fn resume(&mut self, _now: Instant, from: &super::Handover) {
+        self.window.adopt(from);
+        let restoring = from.slow_start && !from.initial_slow_start();
+        self.core.enter(&mut self.window, from.initial_slow_start(), restoring);
+    }
+
     fn window(&self) -> u64 {
         self.window.cwnd
     }

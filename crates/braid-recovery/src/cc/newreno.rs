@@ -122,6 +122,28 @@ impl Window {
         }
     }
 
+    /// Takes over another controller's operating point (see
+    /// [`super::Handover`]): the window where it was (at least the minimum
+    /// window); slow start continues only if the predecessor was in it,
+    /// else congestion avoidance starts at the current window (ssthresh =
+    /// cwnd); no recovery period carries over.
+    pub(super) fn adopt(&mut self, from: &super::Handover) {
+        self.cwnd = from.window.max(self.min_window);
+        self.ssthresh = if from.slow_start {
+            // The initial slow start continues (MAX), a restoring one
+            // climbs back to its threshold.
+            from.ssthresh.max(self.cwnd)
+        } else {
+            self.cwnd
+        };
+        self.ca_bytes_acked = 0;
+        self.recovery_start = None;
+        self.in_recovery = false;
+        self.flight = from.bytes_in_flight;
+        self.timed_out = false;
+        self.max_flight = from.bytes_in_flight;
+    }
+
     pub(super) fn in_recovery(&self) -> bool {
         self.in_recovery
     }
@@ -387,6 +409,10 @@ impl CongestionController for NewReno {
 
     fn on_retransmission_timeout(&mut self, now: Instant) {
         self.window.on_timeout(now, self.beta);
+    }
+
+    fn resume(&mut self, _now: Instant, from: &super::Handover) {
+        self.window.adopt(from);
     }
 
     fn window(&self) -> u64 {

@@ -224,6 +224,19 @@ impl CongestionController for Priority {
         }
     }
 
+    fn resume(&mut self, _now: Instant, from: &super::Handover) {
+        // The priority in force picks which half takes the window over,
+        // exactly as a priority change hands it between them.
+        self.window.adopt(from);
+        match self.mode() {
+            PriorityMode::Ledbat => self.ledbat.enter(&self.window),
+            PriorityMode::MulTcp(_) => {
+                let restoring = from.slow_start && !from.initial_slow_start();
+                self.multcp.enter(&mut self.window, from.initial_slow_start(), restoring)
+            }
+        }
+    }
+
     fn window(&self) -> u64 {
         self.window.cwnd
     }

@@ -597,6 +597,41 @@ impl CongestionController for TargetQueue {
         self.bytes_in_flight = 0;
     }
 
+    fn resume(&mut self, now: Instant, from: &super::Handover) {
+        // The model's inputs are path measurements: the base RTT and the
+        // delivery rate carry over; a predecessor past slow start had
+        // found the capacity, so the window cruises from where it is.
+        self.cwnd = from.window.max(self.min_window());
+        self.prior_cwnd = None;
+        self.bytes_in_flight = from.bytes_in_flight;
+        self.rate.restart(now);
+        if let Some(rtt) = from.rtt {
+            self.min_rtt = Some(rtt.min);
+            self.latest_rtt = Some(rtt.latest);
+        }
+        if let Some(bw) = from.delivery_rate {
+            self.bw_current = bw;
+            self.bw_previous = bw;
+            self.full_bw = bw;
+        }
+        self.last_ack_time = None;
+        self.stall_end = None;
+        // TQ learns the buffer's depth from the queue a loss met and caps
+        // its target queue below it; without that it would target a full
+        // base RTT of queue and jump its window there at once (measured:
+        // 2.5x the handed-over window within 5 ms after a NewReno flow on
+        // a one-BDP buffer). A predecessor past slow start ran the buffer
+        // up to the queue it had at the switch: that queue is the depth
+        // known to be safe, until a loss shows a deeper one.
+        if !from.slow_start {
+            if let Some(rtt) = from.rtt {
+                let q = rtt.smoothed.saturating_sub(rtt.min);
+                self.loss_queue_delay = Some(self.loss_queue_delay.map_or(q, |old| old.max(q)));
+            }
+        }
+        self.mode = if from.slow_start { Mode::Startup } else { Mode::Cruise };
+    }
+
     fn window(&self) -> u64 {
         self.cwnd
     }
