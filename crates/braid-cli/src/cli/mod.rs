@@ -18,6 +18,7 @@ mod serve;
 mod sim;
 mod sim_priority;
 mod table;
+mod tarl;
 mod transfer_args;
 mod transfer_braid;
 mod transfer_net;
@@ -73,6 +74,9 @@ enum Command {
     Lab(lab::LabCommand),
     /// Create this node's identity key file (Ed25519, mode 0600), or --show its public key.
     Keygen(keygen::KeygenArgs),
+    /// TARL topology adaptation rules: check, show, list the shipped ones, run one in the simulator.
+    #[command(subcommand)]
+    Tarl(tarl::TarlCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -288,6 +292,7 @@ pub fn main() -> ExitCode {
             Command::Emu(c) => emu::run(c).await,
             Command::Progmp(c) => progmp::run(c),
             Command::Keygen(a) => keygen::run(a),
+            Command::Tarl(c) => tarl::run(c),
             Command::Lab(_) => unreachable!("handled before the runtime starts"),
         }
     });

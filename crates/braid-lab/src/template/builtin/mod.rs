@@ -12,6 +12,7 @@ pub mod sim_multipath;
 pub mod sim_priority;
 pub mod sim_transfer;
 pub mod stream;
+pub mod tarl_dpm;
 pub mod transfer;
 #[cfg(test)]
 pub(crate) mod test_support;
@@ -33,5 +34,6 @@ pub fn all() -> Vec<Arc<dyn Template>> {
         Arc::new(sim_multipath::SimMultipath),
         Arc::new(sim_cellular::SimCellular),
         Arc::new(transfer::Transfer),
+        Arc::new(tarl_dpm::TarlDpm),
     ]
 }
