@@ -169,6 +169,20 @@ impl Channels {
         true
     }
 
+    /// Close the channels to `addr` over `transport` (every lane): each is
+    /// forgotten here, so its task, once the messages already queued on it
+    /// are sent, finds its queue ended and closes its connection
+    /// gracefully (the path the idle timeout takes). A later message to
+    /// `addr` opens a new channel. Returns how many channels were closed.
+    pub(crate) fn close_to(&self, transport: Transport, addr: SocketAddr) -> usize {
+        let mut m = self.map();
+        let before = m.len();
+        // Dropping the handle drops the map's sender; senders still in
+        // `send` hold clones only until their message is queued.
+        m.retain(|&(t, a, _), _| !(t == transport && a == addr));
+        before - m.len()
+    }
+
     /// Take the task handles (to wait for them at close).
     pub(crate) fn take_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
         std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()))

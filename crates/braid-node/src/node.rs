@@ -565,6 +565,26 @@ impl<H: Header> Node<H> {
         self.inner.env.channels.len()
     }
 
+    /// Close this node's channels to the node at `dst` (its base address)
+    /// over `transport` (TCP or Braid; the others keep no channels): what
+    /// they hold is sent first, then each connection closes gracefully, as
+    /// after an idle timeout, without waiting for one. A later message to
+    /// `dst` opens a new channel. Returns how many channels were closed
+    /// (one per lane in use).
+    ///
+    /// ```no_run
+    /// # async fn f(node: braid_node::Node<braid_node::BasicHeader>, peer: std::net::SocketAddr) {
+    /// let closed = node.close_channels_to(peer, braid_node::Transport::Braid);
+    /// assert!(closed <= 2);
+    /// # }
+    /// ```
+    pub fn close_channels_to(&self, dst: SocketAddr, transport: Transport) -> usize {
+        let Some(to) = with_port(dst, dst.port(), transport) else { return 0 };
+        let closed = self.inner.env.channels.close_to(transport, to);
+        self.inner.core.counters.channels_closed.fetch_add(closed as u64, Ordering::Relaxed);
+        closed
+    }
+
     /// Stop: refuse new messages, send what the channels still hold and
     /// close them gracefully (waiting at most `NodeConfig::connect_timeout`),
     /// stop listening. Messages already received can still be read.

@@ -47,6 +47,8 @@ pub struct NodeStats {
     pub channels_opened: u64,
     /// Channels closed after being idle.
     pub channels_idle_closed: u64,
+    /// Channels closed on request ([`crate::Node::close_channels_to`]).
+    pub channels_closed: u64,
     /// Channels that failed to open or broke.
     pub channel_failures: u64,
     /// Messages that failed (any reason, after being accepted by `send`).
@@ -106,6 +108,7 @@ pub(crate) struct Counters {
     pub(crate) udp_injected_drops: AtomicU64,
     pub(crate) channels_opened: AtomicU64,
     pub(crate) channels_idle_closed: AtomicU64,
+    pub(crate) channels_closed: AtomicU64,
     pub(crate) channel_failures: AtomicU64,
     pub(crate) messages_failed: AtomicU64,
 }
@@ -139,6 +142,7 @@ impl Counters {
             udp_injected_drops: l(&self.udp_injected_drops),
             channels_opened: l(&self.channels_opened),
             channels_idle_closed: l(&self.channels_idle_closed),
+            channels_closed: l(&self.channels_closed),
             channel_failures: l(&self.channel_failures),
             messages_failed: l(&self.messages_failed),
         }

@@ -182,6 +182,45 @@ async fn channels_open_on_first_use_and_close_when_idle() {
     }
 }
 
+/// A channel closed on request delivers what it already held (each
+/// message is confirmed delivered), closes without an idle wait, and the
+/// next message opens a new one; the other transport's channel to the same
+/// node stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channels_close_on_request_after_sending_what_they_hold() {
+    let a = node(NodeConfig { idle_timeout: Duration::from_secs(60), ..common::base() }).await;
+    let b = node(common::base()).await;
+    let b_base = b.local_addr();
+    for (t, other) in [(Transport::Tcp, Transport::Braid), (Transport::Braid, Transport::Tcp)] {
+        let before = a.stats();
+        let h = BasicHeader::new(addr(&a), addr(&b), t);
+        a.send(Message::typed(BasicHeader::new(addr(&a), addr(&b), other), Seq { n: 100, pad: vec![] })).await.unwrap();
+        let mut notes = Vec::new();
+        for n in 0..50 {
+            notes.push(a.send_notify(Message::typed(h.clone(), Seq { n, pad: vec![0; 1000] })).await.unwrap());
+        }
+        assert_eq!(a.close_channels_to(b_base, t), 1, "{t}: one channel closed");
+        assert_eq!(a.close_channels_to(b_base, t), 0, "{t}: nothing left to close");
+        for mut n in notes {
+            let s = tokio::time::timeout(LIMIT, n.outcome()).await.unwrap();
+            assert!(matches!(s, DeliveryStatus::Delivered), "{t}: {s:?}");
+        }
+        let mut got: Vec<u32> = Vec::new();
+        for _ in 0..51 {
+            got.push(recv(&b).await.decode::<Seq>().unwrap().1.n);
+        }
+        got.retain(|&n| n != 100);
+        assert_eq!(got, (0..50).collect::<Vec<_>>(), "{t}: FIFO up to the close");
+        assert_eq!(a.open_channels(), 1, "{t}: only the {other} channel stays");
+        a.send(Message::typed(h.clone(), Seq { n: 7, pad: vec![] })).await.unwrap();
+        assert_eq!(recv(&b).await.decode::<Seq>().unwrap().1.n, 7);
+        let after = a.stats();
+        assert_eq!(after.channels_closed - before.channels_closed, 1);
+        assert_eq!(after.channels_idle_closed, before.channels_idle_closed);
+        assert_eq!(a.close_channels_to(b_base, t) + a.close_channels_to(b_base, other), 2);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_wait_for_their_channel_and_fail_if_it_cannot_open() {
     let a = node(NodeConfig { connect_timeout: Duration::from_millis(500), ..common::base() }).await;

@@ -5,9 +5,12 @@
 //!
 //! Transports: membership heartbeats on one transport, link sessions on
 //! another (default Braid and TCP), so a link's channel in the node carries
-//! the link's traffic only: after `Unlink` nothing is sent on it and the
-//! node closes it after its `idle_timeout` (the node has no per-peer close).
+//! the link's traffic only: once a link is gone (closed here or by the
+//! peer), the driver closes the node's link channels to that peer
+//! ([`Node::close_channels_to`]) after queueing the `Unlink`, which they
+//! still carry.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -63,7 +66,9 @@ pub struct OverlayConfig {
 
 impl OverlayConfig {
     /// Membership over Braid, links over TCP, rules every second and 100 ms
-    /// after a change; the node's channels close after 2 s idle.
+    /// after a change; the node's channels close after 2 s idle (a removed
+    /// link's channel is closed at once; this is for channels that only
+    /// answered a member this one forgot).
     pub fn new(membership: MembershipConfig, node: NodeConfig) -> Self {
         OverlayConfig {
             membership,
@@ -244,6 +249,7 @@ async fn run(
     let mut trigger = EvalTrigger::new(config.eval_period, config.eval_hold_off);
     // Timers run at a quarter heartbeat: heartbeats are due at most that late.
     let tick_every = (config.membership.heartbeat / 4).max(Duration::from_millis(5));
+    let mut linked: HashMap<NodeId, SocketAddr> = HashMap::new();
     let mut ticker = tokio::time::interval(tick_every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -301,7 +307,32 @@ async fn run(
                 shared.stats().send_errors += 1;
             }
         }
+        close_unlinked(&node, &shared, config.link_transport, &mut linked);
     }
+}
+
+/// Close the link channels to peers whose link is gone since the last
+/// call (`linked` holds the links then, with their addresses: a forgotten
+/// peer's address is no longer in the membership state).
+fn close_unlinked(
+    node: &Node<BasicHeader>,
+    shared: &Shared,
+    transport: Transport,
+    linked: &mut HashMap<NodeId, SocketAddr>,
+) {
+    let now: HashMap<NodeId, SocketAddr> = {
+        let s = shared.state();
+        s.links()
+            .into_iter()
+            .filter_map(|(id, _)| s.addr(id).or_else(|| linked.get(&id).copied()).map(|a| (id, a)))
+            .collect()
+    };
+    for (id, addr) in linked.iter() {
+        if !now.contains_key(id) && !now.values().any(|a| a == addr) {
+            node.close_channels_to(*addr, transport);
+        }
+    }
+    *linked = now;
 }
 
 fn push_failure(st: &mut EngineStats, f: String) {

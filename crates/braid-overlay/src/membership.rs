@@ -203,6 +203,11 @@ impl Membership {
         self.links.iter().map(|(&p, &l)| (NodeId(p), l)).collect()
     }
 
+    /// The node address of a known member.
+    pub fn addr(&self, peer: NodeId) -> Option<SocketAddr> {
+        self.peers.get(&peer.0).map(|p| p.addr)
+    }
+
     /// Peers with an open link heard from within `link_timeout` of `now`.
     pub fn open_links(&self, now: Instant) -> Vec<NodeId> {
         self.links

@@ -107,7 +107,8 @@ async fn converges(rule: &str, seed: u64) {
         assert_eq!(s.rtts.len(), s.candidates.len(), "{rule}: n{i} lacks RTTs: {:?}", s.rtts);
         assert!(s.rtts.iter().all(|(_, r)| *r < Duration::from_secs(1)), "{rule}: n{i}: {:?}", s.rtts);
     }
-    // The removed links' channels close once idle (2 s): a member other
+    // The removed links' channels are closed by the driver (a channel
+    // that only answered a forgotten member idles out in 2 s): a member other
     // than the seed (which answers everyone's rendezvous) then holds one
     // membership channel per candidate, one link channel per link and at
     // most one to the seed; before the rules ran it held a link channel
@@ -120,8 +121,10 @@ async fn converges(rule: &str, seed: u64) {
         let open = n.node().open_channels();
         assert!(open <= bound, "{rule}: n{i} holds {open} channels, at most {bound} expected");
     }
-    let closed: u64 = nodes.iter().map(|n| n.node().stats().channels_idle_closed).sum();
-    assert!(closed as usize >= removed, "{rule}: {closed} channels idle-closed for {removed} removed links");
+    // Keepalives run every 250 ms on a link, so its channel never idles:
+    // each removed link was closed on request by at least one end.
+    let closed: u64 = nodes.iter().map(|n| n.node().stats().channels_closed).sum();
+    assert!(closed as usize >= removed, "{rule}: {closed} channels closed for {removed} removed links");
     assert_eq!(held(&nodes), Some(want.clone()), "{rule}: links changed after convergence");
     // Close concurrently: each close waits for its channels to flush.
     let closing: Vec<_> = nodes.into_iter().map(|n| tokio::spawn(n.close())).collect();
