@@ -15,6 +15,19 @@ use crate::{Header, Transport};
 
 pub(crate) struct BraidLink {
     conn: braid_net::Connection,
+    /// The actuators know the connection while its channel holds it: a
+    /// clone left there would keep the endpoint from going idle when the
+    /// node closes (see the `Drop` below).
+    actuators: Arc<crate::adapt::Actuators>,
+    base: SocketAddr,
+}
+
+impl Drop for BraidLink {
+    /// The channel is done with the connection, however it ended (closed
+    /// gracefully or idle, where the closed signal is never awaited).
+    fn drop(&mut self) {
+        self.actuators.closed(self.base, &self.conn);
+    }
 }
 
 impl Link for BraidLink {
@@ -61,13 +74,14 @@ pub(crate) async fn connect<H: Header>(
     let reader = conn.clone();
     tokio::spawn(serve(core.clone(), reader));
     let watcher = conn.clone();
+    let actuators = core.actuators.clone();
     let closed: ClosedSignal = Box::pin(async move {
         let reason = watcher.closed().await.to_string();
         core.actuators.closed(base, &watcher);
         core.rule_event(base, crate::rules::NodeEvent::Closed);
         reason
     });
-    Ok((BraidLink { conn }, closed))
+    Ok((BraidLink { conn, actuators, base }, closed))
 }
 
 /// Accept connections until the node shuts down.

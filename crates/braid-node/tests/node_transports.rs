@@ -182,6 +182,33 @@ async fn channels_open_on_first_use_and_close_when_idle() {
     }
 }
 
+/// A node whose Braid channels ended (one idle, one closed on request)
+/// closes at once: nothing, the actuators' registry included, keeps a
+/// connection its channel is done with, which would hold the endpoint
+/// until the close timeout ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_closes_promptly_after_its_braid_channels_ended() {
+    let timeout = Duration::from_secs(6);
+    let cfg = || NodeConfig { connect_timeout: timeout, idle_timeout: Duration::from_millis(200), ..common::base() };
+    let a = node(cfg()).await;
+    let b = node(cfg()).await;
+    let c = node(cfg()).await;
+    for (to, n) in [(&b, 1u32), (&c, 2)] {
+        let h = BasicHeader::new(addr(&a), addr(to), Transport::Braid);
+        a.send(Message::typed(h, Seq { n, pad: vec![] })).await.unwrap();
+        assert_eq!(recv(to).await.decode::<Seq>().unwrap().1.n, n);
+    }
+    assert_eq!(a.close_channels_to(c.local_addr(), Transport::Braid), 1);
+    // b's channel idles out.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(a.open_channels(), 0);
+    let start = std::time::Instant::now();
+    a.close().await;
+    b.close().await;
+    c.close().await;
+    assert!(start.elapsed() < timeout / 2, "closing took {:?}", start.elapsed());
+}
+
 /// A channel closed on request delivers what it already held (each
 /// message is confirmed delivered), closes without an idle wait, and the
 /// next message opens a new one; the other transport's channel to the same
