@@ -82,3 +82,46 @@ fn a_scheduler_file_is_compiled_and_a_bad_one_is_explained() {
     let out = run(&["send", "--path", &p1, "--to", "127.0.0.1:1", "--bytes", "1"], LIMIT);
     assert_eq!(out.code, Some(2), "{out:?}");
 }
+
+/// A directory sent with `--path` twice: the file-transfer engine opens one
+/// Braid connection per stream, each over both paths with the scheduler
+/// asked for, and the tree arrives intact.
+#[test]
+fn a_tree_over_two_paths_per_stream() {
+    let dir = TempDir::new("mp-tree");
+    let (src, dest) = (dir.0.join("tree"), dir.0.join("dest"));
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::create_dir_all(&dest).unwrap();
+    let mut files = Vec::new();
+    for i in 0..6u32 {
+        // Distinct, incompressible-enough contents (an LCG), 100-600 KB.
+        let mut x = u64::from(i) * 0x9E37_79B9 + 1;
+        let bytes: Vec<u8> = (0..(i as usize + 1) * 100_000)
+            .map(|_| {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                (x >> 56) as u8
+            })
+            .collect();
+        let rel = if i % 2 == 0 { format!("f{i}") } else { format!("sub/f{i}") };
+        std::fs::write(src.join(&rel), &bytes).unwrap();
+        files.push((rel, bytes));
+    }
+    let mut server = wild_server(&["--count", "1", "--dir", dest.to_str().unwrap()]);
+    let (p1, p2) = (path(&server, "127.0.0.1"), path(&server, "127.0.0.2"));
+    let sent = run(
+        &["send", src.to_str().unwrap(), "--path", &p1, "--path", &p2, "--scheduler", "redundant", "--net", "2", "--json"],
+        LIMIT,
+    );
+    assert!(sent.success(), "{sent:?}");
+    let s = last_json(&sent);
+    assert_eq!((s["ok"].clone(), s["transport"].clone()), (true.into(), "braid".into()), "{s}");
+    assert_eq!(s["files"], 6, "{s}");
+    assert_eq!(server.next_json(LIMIT)["ok"], true);
+    for (rel, bytes) in &files {
+        assert_eq!(&std::fs::read(dest.join("tree").join(rel)).unwrap(), bytes, "{rel}");
+    }
+    // The same tree with --transport tcp and --path: refused, naming both.
+    let out = run(&["send", src.to_str().unwrap(), "--path", &p1, "--transport", "tcp"], LIMIT);
+    assert!(!out.success());
+    assert!(out.stderr.contains("--path") && out.stderr.contains("--transport tcp"), "{}", out.stderr);
+}

@@ -407,7 +407,7 @@ fn bad_flags_and_mixtures_are_named() {
     fails_with(&["send", d, "--to", to, "--net", "2", "--concurrency", "3"], &["--net", "--concurrency"]);
     fails_with(&["serve", "--listen", "127.0.0.1:0", "--dir", d, "--emulate-write", "0MB/s"], &["--emulate-write"]);
     // Flags of the single-file transfer with a tree; Braid connection flags with TCP.
-    fails_with(&["send", d, "--to", to, "--scheduler", "min_rtt"], &["--scheduler", "directories"]);
+    fails_with(&["send", d, "--to", to, "--transport", "tcp", "--scheduler", "min_rtt"], &["--scheduler", "--transport tcp"]);
     fails_with(&["send", d, d, "--to", to, "--name", "x"], &["--name", "directories"]);
     fails_with(&["send", d, "--to", to, "--transport", "tcp", "--priority", "0"], &["--priority", "--transport tcp"]);
     fails_with(&["send", "/nonexistent/braid/src", "--to", to, "--net", "2"], &["/nonexistent/braid/src"]);

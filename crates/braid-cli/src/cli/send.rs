@@ -91,11 +91,12 @@ Which transfer runs:
   resumable after an interruption (run the same command again). Its network streams are kernel TCP
   by default (TLS 1.3, both ends authenticated by their node keys and known hosts as Braid
   connections are; plain TCP only with --insecure-no-auth on both sides), or one Braid connection
-  each with --transport braid, which --priority, --cc and --mtu imply (--priority 0: a background
-  copy that yields to other traffic).
+  each with --transport braid, which --priority, --cc, --mtu, --path and --scheduler imply
+  (--priority 0: a background copy that yields to other traffic; --path: every stream's
+  connection runs over all the paths, scheduled by --scheduler).
   A single FILE without engine flags, and --bytes, use the single-file transfer over one Braid
-  connection (UDP, Noise-encrypted), as do --path, --scheduler, --priority-schedule and --name,
-  which trees refuse. --transport tcp sends a single FILE with the engine.";
+  connection (UDP, Noise-encrypted), as do --priority-schedule and --name, which trees refuse.
+  --transport tcp sends a single FILE with the engine.";
 
 /// Which transfer `braid send` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,14 +117,14 @@ fn given(flags: &[(&'static str, bool)]) -> Vec<&'static str> {
 pub fn route(args: &SendArgs) -> anyhow::Result<Route> {
     // Flags of the single-file transfer only.
     let single = given(&[
-        ("--path", !args.paths.is_empty()),
-        ("--scheduler", args.scheduler.is_some()),
         ("--priority-schedule", args.priority_schedule.is_some()),
         ("--name", args.name.is_some()),
         ("--bytes", args.bytes.is_some()),
     ]);
     // Flags of Braid connections, whichever transfer runs over them.
     let braid = given(&[
+        ("--path", !args.paths.is_empty()),
+        ("--scheduler", args.scheduler.is_some()),
         ("--priority", args.priority.is_some()),
         ("--mtu", args.transport.mtu.is_some()),
         ("--cc", args.transport.cc != braid::CcAlgorithm::Cubic),
@@ -262,7 +263,11 @@ struct Summary {
 pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
     let chosen = route(&args)?;
     if chosen != Route::Braid {
-        let to = args.to.ok_or_else(|| anyhow::anyhow!("give --to ADDR (the receiver's address)"))?;
+        let to = match (args.to, args.paths.first()) {
+            (Some(to), _) => to,
+            (None, Some(&(_, remote))) => remote,
+            (None, None) => anyhow::bail!("give --to ADDR (the receiver's address) or --path LOCAL=REMOTE"),
+        };
         let transport = match chosen {
             Route::EngineOverBraid => {
                 let mut config = args.transport.endpoint_config(false);
@@ -270,7 +275,10 @@ pub async fn run(args: SendArgs) -> anyhow::Result<Outcome> {
                 if args.priority.is_some() {
                     config.transport.congestion_control = braid::CcAlgorithm::Priority;
                 }
-                TreeTransport::Braid { config: Box::new(config), priority: args.priority }
+                let scheduler = args.scheduler.as_deref().map(load_scheduler).transpose()?.map(|(_, p)| p);
+                let multipath = (!args.paths.is_empty())
+                    .then(|| super::transfer_braid::Multipath { paths: args.paths.clone(), scheduler });
+                TreeTransport::Braid { config: Box::new(config), priority: args.priority, multipath }
             }
             _ => TreeTransport::Tcp,
         };

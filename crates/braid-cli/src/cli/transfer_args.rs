@@ -59,9 +59,10 @@ pub enum ConcurrencyChoice {
 #[derive(Debug, Clone, Args)]
 pub struct EngineSendArgs {
     /// Transport of the transfer: `tcp` (kernel TCP streams, one per network worker; the default
-    /// for directories, several sources and any engine flag) or `braid` (a single FILE over one
-    /// Braid connection). Without it a single FILE, --bytes, and the Braid-only flags (--path,
-    /// --scheduler, --priority, --priority-schedule, --name, --cc, --mtu) use Braid.
+    /// for directories, several sources and any engine flag) or `braid` (one Braid connection per
+    /// stream; a single FILE without engine flags goes over one). Without it a single FILE,
+    /// --bytes, and the Braid-only flags (--path, --scheduler, --priority, --priority-schedule,
+    /// --name, --cc, --mtu) use Braid.
     #[arg(long, value_enum, value_name = "tcp|braid")]
     pub transport: Option<TransportKind>,
     /// Worker counts: `auto` (tuned online per stage, the default) or N (every stage pinned to N).

@@ -10,12 +10,12 @@
 //! receiver ([`MergedAcceptor`]), so a transfer is resumed whichever transport carries it.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use braid::transfer::{IoError, MessageIo};
 use braid::transfer_stream::ConnectionStream;
-use braid::{Connection, Endpoint};
+use braid::{Connection, Endpoint, Program};
 use braid_identity::TrustPolicy;
 use braid_transfer::transport::{
     Acceptor, BoxFuture, Connection as Stream, Connector, LossCounters, LossProbe, StreamRole,
@@ -35,6 +35,16 @@ pub struct BraidConnector {
     priority: Option<f64>,
     policy: TrustPolicy,
     seen: Arc<Mutex<Option<Protection>>>,
+    multipath: Option<Multipath>,
+}
+
+/// The paths every stream's connection runs over (`--path`) and its ProgMP
+/// scheduler (`--scheduler`; the endpoint's default, min-RTT, without it).
+pub struct Multipath {
+    /// `(local address, server address)` per path; the first carries the handshake.
+    pub paths: Vec<(IpAddr, SocketAddr)>,
+    /// The scheduler program.
+    pub scheduler: Option<Arc<Program>>,
 }
 
 impl BraidConnector {
@@ -48,7 +58,13 @@ impl BraidConnector {
         policy: TrustPolicy,
         seen: Arc<Mutex<Option<Protection>>>,
     ) -> Self {
-        BraidConnector { endpoint, to, priority, policy, seen }
+        BraidConnector { endpoint, to, priority, policy, seen, multipath: None }
+    }
+
+    /// Every connection over these paths, scheduled by this program.
+    pub fn over_paths(mut self, multipath: Multipath) -> Self {
+        self.multipath = Some(multipath);
+        self
     }
 }
 
@@ -61,7 +77,16 @@ impl Drop for BraidConnector {
 impl Connector for BraidConnector {
     fn connect(&self, _role: StreamRole) -> BoxFuture<'_, io::Result<Stream>> {
         Box::pin(async move {
-            let conn = self.endpoint.connect(self.to).await.map_err(io::Error::other)?;
+            let conn = match &self.multipath {
+                None => self.endpoint.connect(self.to).await.map_err(io::Error::other)?,
+                Some(m) => {
+                    let conn = self.endpoint.connect_multipath(&m.paths).await.map_err(io::Error::other)?;
+                    if let Some(program) = &m.scheduler {
+                        conn.set_scheduler(program.clone()).map_err(io::Error::other)?;
+                    }
+                    conn
+                }
+            };
             if let Some(p) = self.priority {
                 conn.set_congestion_parameter("priority", p).map_err(io::Error::other)?;
             }

@@ -21,7 +21,7 @@ use super::transfer_args::{EngineSendArgs, ProgressKind};
 use anyhow::Context;
 use braid_transfer::transport::Connector;
 
-use super::transfer_braid::BraidConnector;
+use super::transfer_braid::{BraidConnector, Multipath};
 use super::transfer_net::{self, CountingConnector, ProtectionHandle};
 use super::{emit, progress, unspecified_for, Outcome, Protection, SecurityArgs};
 
@@ -38,6 +38,8 @@ pub enum TreeTransport {
         config: Box<braid::EndpointConfig>,
         /// The priority controller's parameter, if given.
         priority: Option<f64>,
+        /// Several paths per connection (`--path`), if given.
+        multipath: Option<Multipath>,
     },
 }
 
@@ -274,13 +276,16 @@ pub async fn run(job: TreeSend<'_>) -> anyhow::Result<Outcome> {
             let (connector, protection) = transfer_net::connector(job.security, job.to)?;
             (connector, protection, "tcp")
         }
-        TreeTransport::Braid { config, priority } => {
+        TreeTransport::Braid { config, priority, multipath } => {
             let endpoint =
                 braid::Endpoint::bind_with(unspecified_for(job.to), *config).context("cannot open a UDP socket")?;
             let fallback =
                 Protection { encrypted: policy.authenticates(), cipher: None, peer_key: None, trust: policy.as_str() };
             let handle = ProtectionHandle::learned(fallback);
-            let connector = BraidConnector::new(endpoint, job.to, priority, policy, handle.slot());
+            let mut connector = BraidConnector::new(endpoint, job.to, priority, policy, handle.slot());
+            if let Some(m) = multipath {
+                connector = connector.over_paths(m);
+            }
             (Arc::new(connector), handle, "braid")
         }
     };
