@@ -4,6 +4,7 @@
 mod bench;
 mod bench_data;
 mod bench_exon;
+mod bench_messages;
 mod bench_multipath;
 mod bench_priority;
 mod bench_transfer;
@@ -93,6 +94,8 @@ enum BenchCommand {
     Stream(bench::StreamArgs),
     /// Exon exactly-once messaging vs kernel TCP over the emulator (one-way or RPC), with end-to-end checking.
     Exon(bench_exon::BenchExonArgs),
+    /// Small-message rate and request/response latency per transport on loopback (Exon, Braid, Node, TCP, quinn).
+    Messages(bench_messages::BenchMessagesArgs),
     /// DTL priority scenarios over the emulator: Braid LEDBAT/MulTCP flows against kernel TCP, with a plot.
     Priority(bench_priority::BenchPriorityArgs),
     /// DATA (learned TCP/Braid mix) vs TCP only and Braid only over the emulator, and control-message latency.
@@ -284,6 +287,7 @@ pub fn main() -> ExitCode {
             Command::Sim(SimCommand::Priority(a)) => sim_priority::run(a).await,
             Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
             Command::Bench(BenchCommand::Exon(a)) => bench_exon::run(a).await,
+            Command::Bench(BenchCommand::Messages(a)) => bench_messages::run(a).await,
             Command::Bench(BenchCommand::Priority(a)) => bench_priority::run(a).await,
             Command::Bench(BenchCommand::Data(a)) => bench_data::run(a).await,
             Command::Bench(BenchCommand::Multipath(a)) => bench_multipath::run(a).await,

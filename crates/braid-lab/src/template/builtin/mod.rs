@@ -5,6 +5,7 @@
 
 pub mod data;
 pub mod exon;
+pub mod messages;
 pub mod multipath;
 pub mod priority;
 pub mod sim_cellular;
@@ -26,6 +27,7 @@ pub fn all() -> Vec<Arc<dyn Template>> {
     vec![
         Arc::new(stream::Stream),
         Arc::new(exon::Exon),
+        Arc::new(messages::Messages),
         Arc::new(priority::Priority),
         Arc::new(data::Data),
         Arc::new(multipath::Multipath),

@@ -36,8 +36,8 @@
 
 mod exon_run;
 mod measure;
-mod message;
-mod place;
+pub(crate) mod message;
+pub(crate) mod place;
 pub mod report;
 mod rpc;
 pub(crate) mod tcp_run;
