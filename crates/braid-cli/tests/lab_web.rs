@@ -14,13 +14,12 @@
 //! assertion fails.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator};
+use braid_lab::browser::{Browser, BrowserOptions, BrowserTools, Client, Locator};
 
 /// A child process killed (and reaped) on drop. A child started in its
 /// own process group (chromedriver, which starts Chromium and its helper
@@ -60,10 +59,6 @@ fn tools() -> Option<(PathBuf, PathBuf)> {
             None
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
 /// `braid lab serve ARGS`; the URL it printed (with the token, if any).
@@ -125,43 +120,12 @@ async fn the_lab_in_a_browser() {
     let (_server, base) = serve(&db, &["--listen", "127.0.0.1:0", "--jobs", "1", "--in-process"]);
     let base = base.trim_end_matches('/').to_string();
 
-    let port = free_port();
-    let _driver = Killed(
-        Command::new(&driver)
-            .arg(format!("--port={port}"))
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting chromedriver"),
-    );
-    let webdriver = format!("http://127.0.0.1:{port}");
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"],
-        }),
-    );
-    // fantoccini's HTTP client is built with rustls; the workspace enables
-    // two crypto providers, so name one (this test only speaks plain HTTP
-    // to chromedriver).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut client = None;
-    let end = Instant::now() + Duration::from_secs(30);
-    while client.is_none() {
-        match ClientBuilder::rustls().expect("tls").capabilities(caps.clone()).connect(&webdriver).await {
-            Ok(c) => client = Some(c),
-            Err(e) => {
-                assert!(Instant::now() < end, "chromedriver on {webdriver}: {e}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
-    let c = client.unwrap();
-    scenario(&c, &base, &db).await;
-    let _ = c.close().await;
+    // braid-lab's harness: chromedriver in its own process group, killed
+    // with Chromium on drop (also when an assertion fails).
+    let tools = BrowserTools { chromium, chromedriver: driver };
+    let browser = Browser::start(&tools, &BrowserOptions::default()).await.expect("starting Chromium");
+    scenario(browser.client(), &base, &db).await;
+    browser.close().await;
 }
 
 async fn scenario(c: &Client, base: &str, db: &Path) {

@@ -20,7 +20,9 @@
 //! which knows nothing of the lab.
 
 pub mod analysis;
+pub mod browser;
 pub mod figures;
+pub mod fossa;
 pub mod harness;
 pub mod oneoff;
 pub mod param;

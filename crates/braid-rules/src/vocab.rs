@@ -282,4 +282,26 @@ impl Vocabulary {
     pub fn target_decl(&self, id: TargetId) -> Option<&TargetDecl> {
         self.targets.get(id.0)
     }
+
+    /// The same metrics and events with only the targets named in `names`
+    /// (in this vocabulary's order): what a learner may act on in one case
+    /// study. Every rule set that checks against the result checks against
+    /// `self` too, since names, dimensions and ranges are unchanged.
+    ///
+    /// ```
+    /// use braid_rules::{Vocabulary, Dimension, ActionKind};
+    /// let v = Vocabulary::new()
+    ///     .metric("rtt", Dimension::Time, 0.0, 2.0)
+    ///     .choice(ActionKind::Set, "transport", &["tcp", "braid"])
+    ///     .number(ActionKind::Set, "priority", Dimension::Count, 0.0, 8.0, true);
+    /// let only = v.only_targets(&["priority"]);
+    /// assert_eq!(only.targets().len(), 1);
+    /// assert!(only.target_id(ActionKind::Set, "transport").is_none());
+    /// ```
+    pub fn only_targets(&self, names: &[&str]) -> Vocabulary {
+        Vocabulary {
+            targets: self.targets.iter().filter(|t| names.contains(&t.name.as_str())).cloned().collect(),
+            ..self.clone()
+        }
+    }
 }

@@ -8,12 +8,14 @@ mod bench_messages;
 mod bench_multipath;
 mod bench_priority;
 mod bench_transfer;
+mod dash;
 mod demo;
 mod emu;
 mod keygen;
 mod lab;
 mod progmp;
 mod progress;
+mod rules;
 mod send;
 mod serve;
 mod sim;
@@ -78,6 +80,12 @@ enum Command {
     /// TARL topology adaptation rules: check, show, list the shipped ones, run one in the simulator.
     #[command(subcommand)]
     Tarl(tarl::TarlCommand),
+    /// Fossa ECA adaptation rules: show, check, run on a live Node (eval), learn by genetic programming.
+    #[command(subcommand)]
+    Rules(rules::RulesCommand),
+    /// Adaptive video streaming (DASH): make the test video, serve it, play it with Braid's ABR client.
+    #[command(subcommand)]
+    Dash(dash::DashCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -272,6 +280,10 @@ pub fn main() -> ExitCode {
     if let Command::Lab(c) = cli.command {
         return exit_code(lab::run(c));
     }
+    // `braid rules eval|learn` run lab templates too.
+    if let Command::Rules(c) = cli.command {
+        return exit_code(rules::run(c));
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -297,7 +309,8 @@ pub fn main() -> ExitCode {
             Command::Progmp(c) => progmp::run(c),
             Command::Keygen(a) => keygen::run(a),
             Command::Tarl(c) => tarl::run(c),
-            Command::Lab(_) => unreachable!("handled before the runtime starts"),
+            Command::Dash(c) => dash::run(c).await,
+            Command::Lab(_) | Command::Rules(_) => unreachable!("handled before the runtime starts"),
         }
     });
     // Background tasks (drivers of endpoints still open) must not keep the

@@ -3,6 +3,8 @@
 //!
 //! Each template lives in its own module; [`all`] lists them.
 
+pub mod adapt;
+pub mod dash;
 pub mod data;
 pub mod exon;
 pub mod messages;
@@ -37,5 +39,7 @@ pub fn all() -> Vec<Arc<dyn Template>> {
         Arc::new(sim_cellular::SimCellular),
         Arc::new(transfer::Transfer),
         Arc::new(tarl_dpm::TarlDpm),
+        Arc::new(dash::Dash),
+        Arc::new(adapt::Adapt),
     ]
 }

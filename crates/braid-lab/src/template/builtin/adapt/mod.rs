@@ -1,0 +1,368 @@
+//! The `adapt` template: a Fossa rule set (seed 001 chapter 6, issue 20)
+//! running on a live Braid Node over one emulated link, scored by a
+//! scenario's utility. One experiment is one evaluation `u(E(R, w))` of the
+//! learner: rule set `R` (the configuration `rules`) in environment `w`
+//! (the environment `link`). Static baselines are rule sets too
+//! (`true: set transport = tcp;`), so they run through the same path.
+//!
+//! Scenarios:
+//! - `transport`: a closed loop of `window` request/response exchanges
+//!   from a node on host `a` to a node on host `b`, sent over Braid until a
+//!   rule picks the transport (`set transport = tcp|braid|exon`; the node
+//!   rewrites the header, the server answers on the transport the request
+//!   came on). Utility ([`utility::closed_loop`]): achieved exchanges per
+//!   second over the link's bound `window / (rtt + serialization)`.
+//! - `priority`: a background bulk transfer over Braid while interactive
+//!   requests over TCP come and go (`on` then `off`, repeated); rules set
+//!   the bulk connection's DTL priority. Two objectives: bulk throughput
+//!   over the link rate, and interactive latency (ideal exchange over p95).
+//!   The utility is their mean.
+//!
+//! The multipath `scheduler` case study of issue 20 is not here: the Node
+//! has no multipath (errata to issue 20), so its scheduler actuator has no
+//! paths to choose among.
+//!
+//! Records: `utility`, `objective.0`/`objective.1`, `latency_p50_ms`,
+//! `latency_p95_ms`, `exchanges_per_s`, `expired`, `bulk_mbps`
+//! (priority), `responses.{tcp,braid,exon}`, `rule_applied.{i}` (how often
+//! rule `i` changed a setting: the Node reports applied actions, not the
+//! engine's raw match counts), `rule_evaluations`, `rule_refused`;
+//! series `latency_ms` (each exchange), `set.transport` (index in
+//! tcp, braid, exon) or `set.priority` at each applied action.
+
+pub mod hosts;
+pub mod utility;
+
+use std::time::Duration;
+
+use braid::node::{RulesConfig, Transport};
+use braid::LinkSpec;
+
+pub use self::hosts::TRANSPORTS;
+use self::hosts::{ClientRun, ClientSettings, Workload};
+use crate::param::{format_duration, ParamDecl, ParamType, Params, Value};
+use crate::template::{Context, Requirements, ResultExt, Template, TemplateError};
+
+/// The template (see the module documentation).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Adapt;
+
+/// The scenarios, as the `scenario` parameter spells them.
+pub const SCENARIOS: [&str; 2] = ["transport", "priority"];
+
+/// The target a scenario's rules act on (the learner's vocabulary keeps
+/// only this one).
+pub fn scenario_target(scenario: &str) -> Option<&'static str> {
+    match scenario {
+        "transport" => Some("transport"),
+        "priority" => Some("priority"),
+        _ => None,
+    }
+}
+
+/// Every fixed choice of a scenario's target, as rule sets: the static
+/// baselines of the case study.
+pub fn static_baselines(scenario: &str) -> Vec<(String, String)> {
+    match scenario {
+        "transport" => TRANSPORTS
+            .iter()
+            .map(|t| (format!("static {}", t.name()), format!("on first match\n  true: set transport = {};\n", t.name())))
+            .collect(),
+        "priority" => [0, 1, 2, 4]
+            .iter()
+            .map(|p| (format!("static priority {p}"), format!("on first match\n  true: set priority = {p};\n")))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Number of objectives a scenario reports.
+pub fn objectives(scenario: &str) -> usize {
+    if scenario == "priority" {
+        2
+    } else {
+        1
+    }
+}
+
+impl Template for Adapt {
+    fn name(&self) -> &str {
+        "adapt"
+    }
+
+    fn description(&self) -> &str {
+        "a Fossa ECA rule set on a live Node over one emulated link: transport choice or background priority, scored by utility"
+    }
+
+    fn params(&self) -> Vec<ParamDecl> {
+        vec![
+            ParamDecl::env("link", ParamType::Link, Value::Link("rtt=20ms,rate=50mbit".into()))
+                .doc("the emulated link (environment), e.g. rtt=80ms,rate=20mbit,loss=1%"),
+            ParamDecl::config("scenario", ParamType::one_of(&SCENARIOS), Value::Enum("transport".into()))
+                .doc("transport: request/response loop, rules pick the transport; priority: bulk plus on/off interactive, rules set the bulk priority"),
+            ParamDecl::config("rules", ParamType::String, Value::String(String::new()))
+                .doc("the rule set's text (braid-rules syntax); empty: no rules"),
+            ParamDecl::config("duration", ParamType::Duration, Value::Duration(Duration::from_secs(3)))
+                .doc("how long the workload runs (1s to 600s)"),
+            ParamDecl::config("window", ParamType::int_range(1, 256), Value::Int(4)).doc("transport: outstanding requests"),
+            ParamDecl::config("request_size", ParamType::Size, Value::Size(512)).doc("request bytes (13 B to 1 MiB)"),
+            ParamDecl::config("response_size", ParamType::Size, Value::Size(8 << 10)).doc("response bytes (13 B to 1 MiB)"),
+            ParamDecl::config("interval", ParamType::Duration, Value::Duration(Duration::from_millis(100)))
+                .doc("the rule runtime's sampling and evaluation interval (1ms to 10s)"),
+            ParamDecl::config("on", ParamType::Duration, Value::Duration(Duration::from_secs(1)))
+                .doc("priority: length of an interactive phase"),
+            ParamDecl::config("off", ParamType::Duration, Value::Duration(Duration::from_secs(1)))
+                .doc("priority: length of an idle phase"),
+        ]
+    }
+
+    fn requirements(&self) -> Requirements {
+        Requirements { emulator: true, exclusive: true }
+    }
+
+    fn expected_duration(&self, params: &Params) -> Duration {
+        let d = params.duration("duration").unwrap_or(Duration::from_secs(3));
+        d + Duration::from_secs(2)
+    }
+
+    fn run(&self, ctx: &mut Context<'_>) -> Result<(), TemplateError> {
+        let s = Settings::from_params(ctx.params)?;
+        braid::emu::check_capabilities().map_err(|e| TemplateError::Unavailable(format!("the adapt template runs over the emulator: {e}")))?;
+        let tb = ctx.testbed().link(s.link.clone()).build().context("building the testbed (needs root, /dev/net/tun and iproute2)")?;
+        ctx.progress(0.1);
+        let run = hosts::run(&tb, &s.client())?;
+        drop(tb);
+        record(ctx, &s, &run);
+        ctx.progress(1.0);
+        Ok(())
+    }
+}
+
+/// One experiment's parameters, checked.
+#[derive(Debug, Clone)]
+struct Settings {
+    link: LinkSpec,
+    scenario: String,
+    rules: String,
+    duration: Duration,
+    window: u32,
+    request: u64,
+    response: u64,
+    interval: Duration,
+    on: Duration,
+    off: Duration,
+}
+
+fn invalid(why: String) -> TemplateError {
+    TemplateError::Invalid(why)
+}
+
+fn in_range(name: &str, d: Duration, lo: Duration, hi: Duration) -> Result<Duration, TemplateError> {
+    if d < lo || d > hi {
+        return Err(invalid(format!("{name} {}: expected {} to {}", format_duration(d), format_duration(lo), format_duration(hi))));
+    }
+    Ok(d)
+}
+
+impl Settings {
+    fn from_params(p: &Params) -> Result<Settings, TemplateError> {
+        let link = p.link("link")?;
+        let scenario = p.str("scenario")?.to_string();
+        if scenario_target(&scenario).is_none() {
+            return Err(invalid(format!("scenario `{scenario}`: expected one of {}", SCENARIOS.join(", "))));
+        }
+        let rules = p.str("rules")?.to_string();
+        if !rules.trim().is_empty() {
+            // Checked here so a bad rule set fails the experiment with the
+            // checker's message (line:col), before a testbed is built.
+            let vocab = braid::node::rules::vocabulary(&TRANSPORTS);
+            braid_rules::compile(&rules, &vocab).map_err(|e| invalid(format!("rules:\n{}", e.render("rules", &rules))))?;
+        }
+        let sec = Duration::from_secs;
+        let duration = in_range("duration", p.duration("duration")?, sec(1), sec(600))?;
+        let interval = in_range("interval", p.duration("interval")?, Duration::from_millis(1), sec(10))?;
+        let on = in_range("on", p.duration("on")?, Duration::from_millis(100), sec(600))?;
+        let off = in_range("off", p.duration("off")?, Duration::ZERO, sec(600))?;
+        let window = u32::try_from(p.int("window")?).ok().filter(|w| (1..=256).contains(w)).ok_or_else(|| invalid("window: expected 1 to 256".into()))?;
+        let size = |name: &str| -> Result<u64, TemplateError> {
+            let v = p.size(name)?;
+            if !(13..=(1 << 20)).contains(&v) {
+                return Err(invalid(format!("{name} {v}: expected 13 B to 1 MiB")));
+            }
+            Ok(v)
+        };
+        Ok(Settings { link, scenario, rules, duration, window, request: size("request_size")?, response: size("response_size")?, interval, on, off })
+    }
+
+    fn rate_bps(&self) -> u64 {
+        self.link.rate().map(|r| r.bits_per_sec()).unwrap_or(0)
+    }
+
+    fn ideal(&self) -> Duration {
+        utility::ideal_exchange(self.link.rtt(), self.rate_bps(), self.request + self.response)
+    }
+
+    fn client(&self) -> ClientSettings {
+        // A request is given up after 4 ideal exchanges or 1 s, whichever
+        // is longer (a lost request on a reliable transport is a long
+        // retransmission; it counts against the utility either way).
+        let request_timeout = (self.ideal() * 4).max(Duration::from_secs(1));
+        let workload = match self.scenario.as_str() {
+            "priority" => Workload::Priority {
+                bulk_message: 64 << 10,
+                on: self.on,
+                off: self.off,
+                gap: Duration::from_millis(20),
+                request: self.request as usize,
+                response: self.response as u32,
+            },
+            _ => Workload::Transport { window: self.window, request: self.request as usize, response: self.response as u32 },
+        };
+        ClientSettings {
+            rules: self.rules.clone(),
+            rules_config: RulesConfig { interval: self.interval, ..RulesConfig::default() },
+            duration: self.duration,
+            request_timeout,
+            workload,
+        }
+    }
+}
+
+/// The experiment's records.
+fn record(ctx: &mut Context<'_>, s: &Settings, run: &ClientRun) {
+    let lat_ms: Vec<f64> = run.exchanges.iter().map(|e| e.latency.as_secs_f64() * 1e3).collect();
+    for e in &run.exchanges {
+        ctx.series("latency_ms", e.at.as_secs_f64(), e.latency.as_secs_f64() * 1e3);
+    }
+    let p50 = utility::quantile(&lat_ms, 0.5);
+    let p95 = utility::quantile(&lat_ms, 0.95);
+    if let (Some(a), Some(b)) = (p50, p95) {
+        ctx.record("latency_p50_ms", a);
+        ctx.record("latency_p95_ms", b);
+    }
+    let secs = run.elapsed.as_secs_f64().max(1e-9);
+    ctx.record("exchanges_per_s", run.exchanges.len() as f64 / secs);
+    ctx.record("expired", run.expired as f64);
+    for t in TRANSPORTS {
+        ctx.record(&format!("responses.{}", t.name()), run.exchanges.iter().filter(|e| e.transport == t).count() as f64);
+    }
+    let objectives: Vec<f64> = match s.scenario.as_str() {
+        "priority" => {
+            let rate = s.rate_bps();
+            let bulk_bps = run.bulk_bytes as f64 * 8.0 / secs;
+            ctx.record("bulk_mbps", bulk_bps / 1e6);
+            let bulk = if rate == 0 { 0.0 } else { (bulk_bps / rate as f64).clamp(0.0, 1.0) };
+            let p95d = p95.map(|ms| Duration::from_secs_f64(ms / 1e3));
+            vec![bulk, utility::latency(s.ideal(), p95d)]
+        }
+        _ => vec![utility::closed_loop(run.exchanges.len() as u64, run.elapsed, s.window, s.ideal())],
+    };
+    for (i, o) in objectives.iter().enumerate() {
+        ctx.record(&format!("objective.{i}"), *o);
+    }
+    ctx.record("utility", objectives.iter().sum::<f64>() / objectives.len() as f64);
+    let rules = braid_rules::parse(&s.rules).map(|r| r.len()).unwrap_or(0);
+    let mut applied = vec![0u64; rules];
+    for a in &run.applied {
+        if let Some(c) = applied.get_mut(a.rule) {
+            *c += 1;
+        }
+        let t = a.at.as_secs_f64();
+        match a.target.as_str() {
+            "transport" => {
+                if let Some(i) = TRANSPORTS.iter().position(|x| x.name() == a.value) {
+                    ctx.series("set.transport", t, i as f64);
+                }
+            }
+            other => {
+                if let Ok(v) = a.value.parse::<f64>() {
+                    ctx.series(&format!("set.{other}"), t, v);
+                }
+            }
+        }
+    }
+    for (i, c) in applied.iter().enumerate() {
+        ctx.record(&format!("rule_applied.{i}"), *c as f64);
+    }
+    ctx.record("rule_evaluations", run.evaluations as f64);
+    ctx.record("rule_refused", run.refused as f64);
+    if run.exchanges.is_empty() {
+        ctx.warn("no request was answered");
+    }
+}
+
+/// The transport a `set.transport` series value names.
+pub fn transport_of_index(i: f64) -> Option<Transport> {
+    TRANSPORTS.get(i as usize).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::builtin::test_support::{assert_declarations_valid, assert_each_refused, defaults};
+
+    #[test]
+    fn declarations_are_valid_and_defaults_check() {
+        assert_declarations_valid(&Adapt, &[]);
+        let s = Settings::from_params(&defaults(&Adapt)).unwrap();
+        assert_eq!(s.scenario, "transport");
+        assert_eq!(s.ideal(), utility::ideal_exchange(Duration::from_millis(20), 50_000_000, 512 + 8192));
+        assert_eq!(Adapt.requirements(), Requirements { emulator: true, exclusive: true });
+    }
+
+    #[test]
+    fn bad_values_and_bad_rules_are_refused_with_the_allowed_form() {
+        let cases: [(&str, Value, &str); 4] = [
+            ("duration", Value::Duration(Duration::from_millis(10)), "expected 1s to"),
+            ("request_size", Value::Size(4), "13 B to 1 MiB"),
+            ("rules", Value::String("on first match\n  avg(rtt, 1s) > 5%: set transport = tcp;".into()), "rules:"),
+            ("rules", Value::String("on first match\n  true: set transport = quic;".into()), "quic"),
+        ];
+        assert_each_refused(&Adapt, cases, Settings::from_params);
+    }
+
+    /// Over the emulator (root): a rule that moves the stream off Braid
+    /// once Braid's RTT is known applies on the live Node, the switch is in
+    /// the recorded series, responses come back on both transports, and
+    /// the utility is in [0, 1].
+    #[test]
+    fn a_rule_switches_the_transport_on_a_live_node_and_the_switch_is_recorded() {
+        use crate::oneoff::OneOffOptions;
+        use crate::template::builtin::test_support::run_on_emulator;
+        let rules = "on first match\n  avg(rtt, 500ms) > 5ms: set transport = tcp;\n";
+        let Some(runs) = run_on_emulator(
+            std::sync::Arc::new(Adapt),
+            vec![vec![
+                ("link".into(), Value::Link("rtt=20ms,rate=50mbit".into())),
+                ("rules".into(), Value::String(rules.into())),
+                ("duration".into(), Value::Duration(Duration::from_secs(2))),
+            ]],
+            &OneOffOptions { seed: 1, timeout: Some(Duration::from_secs(60)) },
+        ) else {
+            return;
+        };
+        let r = &runs[0];
+        assert!(r.ok(), "{:?}", r.error);
+        let u = r.metric("utility").unwrap();
+        assert!((0.0..=1.0).contains(&u) && u > 0.1, "utility {u}");
+        let switch = r.series("set.transport");
+        assert_eq!(switch.len(), 1, "{switch:?}");
+        assert_eq!(transport_of_index(switch[0].1), Some(Transport::Tcp));
+        assert_eq!(r.metric("rule_applied.0"), Some(1.0));
+        assert!(r.metric("responses.braid").unwrap() > 0.0, "before the switch");
+        assert!(r.metric("responses.tcp").unwrap() > r.metric("responses.braid").unwrap(), "after it");
+    }
+
+    #[test]
+    fn every_static_baseline_checks_against_the_scenario_vocabulary() {
+        let vocab = braid::node::rules::vocabulary(&TRANSPORTS);
+        for sc in SCENARIOS {
+            let only = vocab.only_targets(&[scenario_target(sc).unwrap()]);
+            let b = static_baselines(sc);
+            assert!(b.len() >= 3, "{sc}");
+            for (_, text) in b {
+                braid_rules::compile(&text, &only).unwrap();
+            }
+        }
+    }
+}
