@@ -124,7 +124,7 @@ fn the_shipped_learning_studies_plan() {
 }
 
 /// As root: a tiny campaign (population 4, 2 generations, 2 training
-/// environments, 2 s experiments) stores its batches as lab studies and
+/// environments, 1 s experiments) stores its batches as lab studies and
 /// reports training and held-out utility for baselines, GP and random
 /// search; the learned rule file checks.
 #[test]
@@ -141,7 +141,7 @@ fn a_tiny_learning_campaign_runs_as_lab_studies() {
 scenario = "transport"
 seed = 3
 [experiment]
-duration = "2s"
+duration = "1s"
 [environments]
 training = ["rtt=10ms,rate=50mbit", "rtt=60ms,rate=10mbit,loss=3%"]
 held_out = ["rtt=30ms,rate=20mbit,loss=1%"]
