@@ -153,10 +153,16 @@ fn a_ten_second_link_cut_is_a_stall_of_the_cut_s_length() {
     let stall = r.metric("cut_stall_s").unwrap_or(0.0);
     let buffered = r.metric("cut_buffer_s").unwrap_or(0.0);
     assert!(stall > 0.0, "the cut caused a stall: {}", report(r));
-    // What a player that fetched nothing during the cut must wait: the cut
-    // minus what it had buffered when the cut began.
-    let expected = cut - buffered;
-    assert!((stall - expected).abs() <= 1.0, "stall {stall:.2} s vs cut {cut:.2} s - buffer {buffered:.2} s");
+    // A player that fetches nothing during the cut plays what it holds
+    // (at most its 2 s buffer target) and then stalls until the first
+    // segment after the cut arrives: the stall is the cut less at most the
+    // buffer target, plus the refetch, each within 1 s. (The buffer sampled
+    // at the cut, every 0.5 s, is too coarse to subtract exactly.)
+    let target = 2.0;
+    assert!(
+        stall >= cut - target - 1.0 && stall <= cut + 1.0,
+        "stall {stall:.2} s vs cut {cut:.2} s (buffer target {target} s, {buffered:.2} s sampled at the cut)"
+    );
 }
 
 #[test]
