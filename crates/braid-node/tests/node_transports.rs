@@ -265,7 +265,12 @@ async fn messages_wait_for_their_channel_and_fail_if_it_cannot_open() {
             }
         }
     }
-    assert_eq!(a.stats().channel_failures, 2);
+    // One failed channel per transport at least; the second message may
+    // open a second channel if the first already failed and was retired
+    // when it was sent (a refused TCP connect fails at once), but no
+    // message opens more than one.
+    let failures = a.stats().channel_failures;
+    assert!((2..=4).contains(&failures), "channel failures: {failures}");
     assert_eq!(a.open_channels(), 0);
 }
 

@@ -459,7 +459,7 @@ fn kill_group(pgid: libc::pid_t, signal: libc::c_int) {
 
 /// Tear down emulator testbeds whose owner died (a killed worker cannot
 /// tear down its own).
-fn reclaim_testbeds() {
+pub(crate) fn reclaim_testbeds() {
     let reclaimed = braid_emu::state::reclaim_dead();
     if !reclaimed.is_empty() {
         tracing::info!(testbeds = ?reclaimed, "reclaimed emulator testbeds of killed experiments");

@@ -233,15 +233,28 @@ impl Flight {
 /// Remove what earlier attempts left in the work directories of the
 /// experiments about to run (a killed run's, retried failures'): an
 /// experiment that never asks for its work directory would leave it there
-/// for good. One directory listing when the root is empty.
+/// for good. What a killed runner's attempts left running is killed first
+/// (see [`super::orphans`]), so that it writes nothing into the new
+/// attempts' directories. One directory listing when the root is empty.
 fn sweep_stale(root: &Path, pending: &[&PlannedExperiment]) {
     let Ok(entries) = std::fs::read_dir(root) else { return };
     let mut ids: Option<HashSet<&str>> = None;
+    let mut stale = Vec::new();
     for entry in entries.flatten() {
         let ids = ids.get_or_insert_with(|| pending.iter().map(|e| e.id.as_str()).collect());
         if entry.file_name().to_str().is_some_and(|name| ids.contains(name)) {
-            remove_work_dir(&entry.path());
+            stale.push(entry.path());
         }
+    }
+    let records: HashSet<std::ffi::OsString> =
+        stale.iter().map(|dir| super::orphans::canonical_records(&dir.join(super::logs::RECORDS_FILE)).into_os_string()).collect();
+    let killed = super::orphans::kill_orphans(Path::new("/proc"), &records);
+    if killed > 0 {
+        tracing::info!(killed, "killed what a killed runner's experiments left running");
+        super::execute::reclaim_testbeds();
+    }
+    for dir in stale {
+        remove_work_dir(&dir);
     }
 }
 

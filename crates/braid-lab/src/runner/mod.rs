@@ -102,6 +102,7 @@
 mod execute;
 mod local;
 pub mod logs;
+mod orphans;
 mod pool;
 mod progress;
 pub mod provenance;
