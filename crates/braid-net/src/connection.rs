@@ -96,6 +96,70 @@ impl Connection {
         }
     }
 
+    /// Queue `msgs` in order: [`Connection::send_message`] for a run of
+    /// messages, taking the endpoint's lock and waking the driver once for
+    /// as many as the send buffer has room for, instead of once per
+    /// message (a sender with many small messages queued, issue 23 item 2:
+    /// the driver then packs them into full packets when it runs). Waits
+    /// while the send buffer is full. On an error, the messages before the
+    /// one that failed were queued and may still be delivered.
+    ///
+    /// ```no_run
+    /// # async fn f(conn: braid_net::Connection) -> Result<(), braid_net::ConnectionError> {
+    /// let batch: Vec<bytes::Bytes> = (0..64u8).map(|i| bytes::Bytes::from(vec![i; 64])).collect();
+    /// conn.send_messages(batch).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_messages<I>(&self, msgs: I) -> Result<(), ConnectionError>
+    where
+        I: IntoIterator,
+        I::Item: Into<Bytes>,
+    {
+        let r = &*self.inner;
+        let mut msgs = msgs.into_iter().map(Into::into).peekable();
+        let mut held: Option<Bytes> = None;
+        loop {
+            let notified = r.signals.writable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let mut queued = false;
+            {
+                let mut inner = r.shared.lock();
+                if inner.exit.is_some() {
+                    return Err(gone(&inner, r.handle));
+                }
+                while let Some(msg) = held.take().or_else(|| msgs.next()) {
+                    match inner.ep.send_message(r.handle, msg) {
+                        Ok(()) => queued = true,
+                        Err(SendError::Blocked(back)) => {
+                            held = Some(back);
+                            break;
+                        }
+                        Err(e) => {
+                            let error = match e {
+                                SendError::TooLarge { size, max } => ConnectionError::TooLarge { size, max },
+                                SendError::Closed(reason) => ConnectionError::Closed(reason),
+                                SendError::UnknownConnection | SendError::Blocked(_) => gone(&inner, r.handle),
+                            };
+                            drop(inner);
+                            if queued {
+                                r.shared.wake.notify_one();
+                            }
+                            return Err(error);
+                        }
+                    }
+                }
+            }
+            if queued {
+                r.shared.wake.notify_one();
+            }
+            if held.is_none() && msgs.peek().is_none() {
+                return Ok(());
+            }
+            notified.await;
+        }
+    }
+
     /// The next message, waiting for one if needed. After the connection
     /// closed, the messages already received are still returned, then
     /// `Err(Closed(reason))`.

@@ -34,6 +34,10 @@ impl Link for BraidLink {
     async fn send(&mut self, frame: &Encoded) -> Result<(), String> {
         self.conn.send_message(frame.frame()).await.map_err(|e| e.to_string())
     }
+    async fn send_batch(&mut self, frames: &[&Encoded]) -> Result<(), String> {
+        let messages: Vec<bytes::Bytes> = frames.iter().map(|f| f.frame()).collect();
+        self.conn.send_messages(messages).await.map_err(|e| e.to_string())
+    }
     fn acked(&self) -> Option<u64> {
         Some(self.conn.stats().stream_bytes_acked)
     }

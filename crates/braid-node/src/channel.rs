@@ -48,6 +48,12 @@ pub(crate) trait Link: Send + 'static {
     /// returns once the transport took it (waiting while it applies
     /// backpressure).
     fn send(&mut self, frame: &crate::wire::Encoded) -> impl Future<Output = Result<(), String>> + Send;
+    /// Hand `frames` to the transport in order, as one hand-over where
+    /// the transport allows (TCP: one write and one TLS flush; Braid: one
+    /// lock of the endpoint and one wake of its driver); returns once it
+    /// took them all. On an error none counts as sent (some may still
+    /// arrive: the connection is lost either way).
+    fn send_batch(&mut self, frames: &[&crate::wire::Encoded]) -> impl Future<Output = Result<(), String>> + Send;
     /// Cumulative transport bytes the peer acknowledged, when the
     /// transport can know (Braid; TCP on Linux, from `TCP_INFO`); `None`
     /// otherwise.
@@ -66,17 +72,17 @@ pub(crate) trait Link: Send + 'static {
 /// Reads the cumulative acknowledged byte count of a link.
 pub(crate) type AckProbe = Box<dyn Fn() -> Option<u64> + Send + Sync>;
 
-/// Send `frame` on `link`, releasing notifications of acknowledged
+/// Send `frames` on `link`, releasing notifications of acknowledged
 /// messages meanwhile (a send can wait long on a congested or stalled
 /// connection, while earlier messages are being acknowledged).
 async fn send_polling<L: Link>(
     link: &mut L,
     probe: &Option<AckProbe>,
-    frame: &crate::wire::Encoded,
+    frames: &[&crate::wire::Encoded],
     awaiting: &mut Awaiting,
     poll: &mut tokio::time::Interval,
 ) -> Result<(), String> {
-    let send = link.send(frame);
+    let send = link.send_batch(frames);
     tokio::pin!(send);
     loop {
         tokio::select! {
@@ -188,55 +194,68 @@ impl Channels {
         std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Queue `out` on the channel to `key`, opening it with `connect` if
-    /// there is none.
-    pub(crate) async fn send<L, F, C>(env: &ChannelEnv, key: Key, out: Outgoing, connect: C)
+    /// Queue `outs` in order on the channel to `key`, opening it with
+    /// `connect` if there is none. A run of messages registers with the
+    /// channel once, under one lock of the table.
+    pub(crate) async fn send<L, F, C>(env: &ChannelEnv, key: Key, outs: Vec<Outgoing>, connect: C)
     where
         L: Link,
         F: Future<Output = Result<(L, ClosedSignal), String>> + Send + 'static,
         C: FnOnce() -> F,
     {
-        let mut out = out;
+        let mut outs = outs.into_iter();
+        // A message handed back by a queue that closed.
+        let mut held: Option<Outgoing> = None;
         let mut connect = Some(connect);
-        // A message is retried only if the channel it was queued on was
-        // retired before taking it: it never reached a connection (at most
-        // once holds), and whatever that channel held before it either
-        // went out or failed (FIFO holds).
+        // Messages are retried only if the channel they were queued on was
+        // retired before taking them: they never reached a connection (at
+        // most once holds), and whatever that channel held before them
+        // either went out or failed (FIFO holds).
         for _ in 0..3 {
+            let remaining = outs.len() + usize::from(held.is_some());
+            if remaining == 0 {
+                return;
+            }
             let tx = {
                 let mut m = env.channels.map();
                 match m.entry(key) {
                     std::collections::hash_map::Entry::Occupied(e) => {
                         let h = e.into_mut();
-                        h.pending.fetch_add(1, Ordering::AcqRel);
+                        h.pending.fetch_add(remaining, Ordering::AcqRel);
                         h.tx.clone()
                     }
                     std::collections::hash_map::Entry::Vacant(e) => {
                         let Some(connect) = connect.take() else { break };
                         let id = env.channels.next_id.fetch_add(1, Ordering::Relaxed);
                         let (tx, rx) = mpsc::channel(env.queue);
-                        // The message is queued before the channel's task
+                        // What fits is queued before the channel's task
                         // exists: a connection refused at once then fails
                         // it with the reason (ConnectFailed) instead of
                         // closing the queue in front of it.
-                        if let Err(full) = tx.try_send(out) {
-                            // A new queue has room; kept for completeness.
-                            out = full.into_inner();
-                            break;
+                        while let Some(out) = held.take().or_else(|| outs.next()) {
+                            if let Err(full) = tx.try_send(out) {
+                                held = Some(full.into_inner());
+                                break;
+                            }
                         }
-                        let pending = Arc::new(AtomicUsize::new(1));
+                        let pending = Arc::new(AtomicUsize::new(remaining));
                         let task = tokio::spawn(run::<L, F>(env.clone(), key, id, rx, pending.clone(), connect()));
                         let mut tasks = env.channels.tasks.lock().unwrap_or_else(|e| e.into_inner());
                         tasks.retain(|t| !t.is_finished());
                         tasks.push(task);
-                        e.insert(Handle { id, tx, pending });
-                        return;
+                        e.insert(Handle { id, tx: tx.clone(), pending });
+                        tx
                     }
                 }
             };
-            match tx.send(out).await {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(back)) => out = back,
+            while let Some(out) = held.take().or_else(|| outs.next()) {
+                if let Err(mpsc::error::SendError(back)) = tx.send(out).await {
+                    held = Some(back);
+                    break;
+                }
+            }
+            if held.is_none() {
+                return;
             }
             if *env.shutdown.borrow() {
                 break;
@@ -244,8 +263,10 @@ impl Channels {
             // Let the retired channel's task finish failing its queue.
             tokio::task::yield_now().await;
         }
-        bump(&env.counters.messages_failed);
-        out.notifier.failed(FailReason::ConnectionLost("channel closed before the message was sent".into()));
+        for out in held.into_iter().chain(outs) {
+            bump(&env.counters.messages_failed);
+            out.notifier.failed(FailReason::ConnectionLost("channel closed before the message was sent".into()));
+        }
     }
 }
 
@@ -338,6 +359,7 @@ async fn run<L: Link, F>(
     let mut poll = tokio::time::interval(ACK_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let probe = link.ack_probe();
+    let mut batch: Vec<Outgoing> = Vec::with_capacity(BATCH_FRAMES);
     loop {
         tokio::select! {
             biased;
@@ -347,13 +369,22 @@ async fn run<L: Link, F>(
             }
             m = rx.recv() => {
                 let Some(out) = m else { break };
-                pending.fetch_sub(1, Ordering::AcqRel);
-                let len = out.frame.frame_len();
-                match send_polling(&mut link, &probe, &out.frame, &mut awaiting, &mut poll).await {
-                    Ok(()) => record_sent(&link, tc, len, out.notifier, &mut sent_bytes, &mut awaiting),
+                take_batch(out, &mut rx, &mut batch);
+                pending.fetch_sub(batch.len(), Ordering::AcqRel);
+                let frames: Vec<&crate::wire::Encoded> = batch.iter().map(|o| &o.frame).collect();
+                let sent = send_polling(&mut link, &probe, &frames, &mut awaiting, &mut poll).await;
+                drop(frames);
+                match sent {
+                    Ok(()) => {
+                        for out in batch.drain(..) {
+                            record_sent(&link, tc, out.frame.frame_len(), out.notifier, &mut sent_bytes, &mut awaiting);
+                        }
+                    }
                     Err(reason) => {
-                        bump(&counters.messages_failed);
-                        out.notifier.failed(FailReason::ConnectionLost(reason.clone()));
+                        for out in batch.drain(..) {
+                            bump(&counters.messages_failed);
+                            out.notifier.failed(FailReason::ConnectionLost(reason.clone()));
+                        }
                         lost(&env, key, id, &mut rx, &mut awaiting, reason);
                         return;
                     }
@@ -402,6 +433,32 @@ async fn run<L: Link, F>(
             awaiting.release(a);
         }
         awaiting.fail(&counters, &FailReason::ConnectionLost("connection ended before every message was acknowledged".into()));
+    }
+}
+
+/// At most this many messages go to the transport in one hand-over.
+/// A batch is what queued while the previous one was being written (no
+/// message waits for a batch to fill: Nagle-free), so it grows only when
+/// the application outpaces the transport; the bounds keep the time
+/// between two checks of the connection's state, and TCP's gather copy,
+/// small.
+const BATCH_FRAMES: usize = 128;
+/// At most this many frame bytes in one hand-over (a message larger than
+/// this goes alone).
+const BATCH_BYTES: usize = 64 << 10;
+
+/// `first` and whatever else is queued behind it, within the bounds.
+fn take_batch(first: Outgoing, rx: &mut mpsc::Receiver<Outgoing>, batch: &mut Vec<Outgoing>) {
+    let mut bytes = first.frame.frame_len();
+    batch.push(first);
+    while batch.len() < BATCH_FRAMES && bytes < BATCH_BYTES {
+        match rx.try_recv() {
+            Ok(out) => {
+                bytes += out.frame.frame_len();
+                batch.push(out);
+            }
+            Err(_) => break,
+        }
     }
 }
 

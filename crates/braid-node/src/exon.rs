@@ -24,8 +24,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use braid_exon::{MessageId, NodeId};
+use bytes::Bytes;
 use braid_exon_net::{ExonSecurity, ExonSocket, Outcome, SocketConfig};
 
+use crate::channel::Outgoing;
 use crate::node::Core;
 use crate::notify::Notifier;
 use crate::stats::bump;
@@ -140,48 +142,53 @@ impl Exon {
         self.socket.local_addr()
     }
 
-    /// Hand `frame` to Exon for `to` (an Exon socket address); waits while
-    /// the window to that peer is full.
-    pub(crate) async fn send<H: Header>(
-        &self,
-        core: &Core<H>,
-        frame: Encoded,
-        to: SocketAddr,
-        mut notifier: Notifier,
-    ) -> Result<(), SendError> {
-        let size = frame.frame_len();
-        if size > EXON_MAX_MESSAGE {
-            return Err(SendError::TooLarge { transport: Transport::Exon, size, max: EXON_MAX_MESSAGE });
-        }
+    /// Hand `outs` to Exon for `to` (an Exon socket address) in one
+    /// `send_many` (the driver packs them into as few datagrams as fit);
+    /// waits while the window to that peer is full. Their sizes were
+    /// checked ([`check_size`]).
+    pub(crate) async fn send_many<H: Header>(&self, core: &Core<H>, outs: Vec<Outgoing>, to: SocketAddr) -> Result<(), SendError> {
+        let fail_all = |outs: Vec<Outgoing>, reason: FailReason| {
+            for out in outs {
+                bump(&core.counters.messages_failed);
+                out.notifier.failed(reason.clone());
+            }
+        };
         let peer = match self.peer_at(to).await {
             Ok(peer) => peer,
             Err(braid_exon_net::Error::Closed) => return Err(SendError::Closed),
             Err(e) => {
-                bump(&core.counters.messages_failed);
-                notifier.failed(FailReason::Io(format!("Exon peer at {to}: {e}")));
+                fail_all(outs, FailReason::Io(format!("Exon peer at {to}: {e}")));
                 return Ok(());
             }
         };
-        match self.socket.send(peer, frame.frame()).await {
-            Ok(id) => {
-                core.counters.exon.on_sent(size);
-                notifier.sent();
-                let mut slots = lock(&self.slots);
-                match slots.remove(&id) {
-                    Some(Slot::Early(o)) => resolve(notifier, o, core),
-                    _ => {
-                        slots.insert(id, Slot::Waiting(notifier));
-                    }
+        let (frames, notifiers): (Vec<Bytes>, Vec<Notifier>) = outs.into_iter().map(|o| (o.frame.frame(), o.notifier)).unzip();
+        let sizes: Vec<usize> = frames.iter().map(Bytes::len).collect();
+        let (accepted, error) = match self.socket.send_many(peer, frames).await {
+            Ok(ids) => (ids, None),
+            Err(braid_exon_net::Error::Closed) => return Err(SendError::Closed),
+            Err(braid_exon_net::Error::SendMany { accepted, source }) => (accepted, Some(source.to_string())),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
+        let mut notifiers = notifiers.into_iter();
+        for (id, size) in accepted.into_iter().zip(sizes) {
+            let Some(mut notifier) = notifiers.next() else { break };
+            core.counters.exon.on_sent(size);
+            notifier.sent();
+            let mut slots = lock(&self.slots);
+            match slots.remove(&id) {
+                Some(Slot::Early(o)) => resolve(notifier, o, core),
+                _ => {
+                    slots.insert(id, Slot::Waiting(notifier));
                 }
-                Ok(())
-            }
-            Err(braid_exon_net::Error::Closed) => Err(SendError::Closed),
-            Err(e) => {
-                bump(&core.counters.messages_failed);
-                notifier.failed(FailReason::Io(e.to_string()));
-                Ok(())
             }
         }
+        if let Some(reason) = error {
+            for notifier in notifiers {
+                bump(&core.counters.messages_failed);
+                notifier.failed(FailReason::Io(reason.clone()));
+            }
+        }
+        Ok(())
     }
 
     /// Close the socket (unacknowledged messages are abandoned: their
@@ -190,6 +197,15 @@ impl Exon {
         self.socket.close().await;
         lock(&self.slots).clear();
     }
+}
+
+/// Refuse a frame above Exon's message limit, before anything is sent.
+pub(crate) fn check_size(frame: &Encoded) -> Result<(), SendError> {
+    let size = frame.frame_len();
+    if size > EXON_MAX_MESSAGE {
+        return Err(SendError::TooLarge { transport: Transport::Exon, size, max: EXON_MAX_MESSAGE });
+    }
+    Ok(())
 }
 
 fn resolve<H>(notifier: Notifier, outcome: Outcome, core: &Core<H>) {

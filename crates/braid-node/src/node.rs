@@ -459,7 +459,51 @@ impl<H: Header> Node<H> {
         Ok(notify)
     }
 
-    async fn send_with(&self, msg: Message<H>, mut notifier: Notifier, lane: Lane) -> Result<(), SendError> {
+    async fn send_with(&self, msg: Message<H>, notifier: Notifier, lane: Lane) -> Result<(), SendError> {
+        let prepared = self.prepare(msg)?;
+        self.dispatch(vec![(prepared, notifier)], lane).await
+    }
+
+    /// Send `msgs` without notifications, in order: [`Node::send`] for a
+    /// run of messages, as an application with many small messages at
+    /// hand uses it. Every message is checked and encoded first: if one
+    /// cannot be sent at all, none is sent and the error says why.
+    /// Consecutive messages to the same destination over the same
+    /// transport are then handed over together (issue 23 item 3): one
+    /// queue registration per TCP or Braid channel, whose task writes
+    /// them in as few system calls as fit, and one `send_many` of Exon,
+    /// which packs them into as few datagrams as fit. Returns once every
+    /// message is queued.
+    ///
+    /// ```no_run
+    /// # use braid_node::{BasicAddress, BasicHeader, Message, Node, NodeConfig, Transport};
+    /// # async fn f(node: Node<BasicHeader>, peer: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+    /// let h = BasicHeader::new(BasicAddress::new(node.local_addr()), BasicAddress::new(peer), Transport::Braid);
+    /// node.send_many((0..64u8).map(|i| Message::raw(h.clone(), vec![i; 64]))).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_many(&self, msgs: impl IntoIterator<Item = Message<H>>) -> Result<(), SendError> {
+        let mut prepared = Vec::new();
+        for mut msg in msgs {
+            self.override_transport(&mut msg);
+            prepared.push((self.prepare(msg)?, Notifier::none()));
+        }
+        let mut run = Vec::new();
+        let mut prepared = prepared.into_iter().peekable();
+        while let Some(p) = prepared.next() {
+            let key = p.0.group();
+            run.push(p);
+            while key.is_some() && prepared.peek().is_some_and(|n| n.0.group() == key) {
+                run.extend(prepared.next());
+            }
+            self.dispatch(std::mem::take(&mut run), Lane::Default).await?;
+        }
+        Ok(())
+    }
+
+    /// Check `msg` and encode it for its transport, or keep it whole for
+    /// a destination on this host.
+    fn prepare(&self, msg: Message<H>) -> Result<Prepared<H>, SendError> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::Acquire) {
             return Err(SendError::Closed);
@@ -470,37 +514,71 @@ impl<H: Header> Node<H> {
         }
         let dst = msg.header().destination().clone();
         if self.is_local(&dst) {
-            // Reflected in-process (seed 000 §III-B): no serialization.
-            let counters = &inner.core.counters;
-            return match inner.core.inbox.deliver(msg, counters).await {
-                Ok(()) => {
-                    bump(&counters.local_deliveries);
-                    notifier.delivered();
-                    Ok(())
-                }
-                Err(FailReason::UnknownVnode(v)) => Err(SendError::UnknownVnode(v)),
-                Err(_) => Err(SendError::Closed),
-            };
+            return Ok(Prepared::Local(msg));
         }
         if !inner.transports.contains(&transport) {
             return Err(SendError::TransportDisabled(transport));
         }
-        inner.core.rule_event(dst.as_socket(), crate::rules::NodeEvent::Sent);
-        let to = dst.transport_addr(transport).ok_or(SendError::NoTransportPort(dst.as_socket(), transport))?;
+        let base = dst.as_socket();
+        let to = dst.transport_addr(transport).ok_or(SendError::NoTransportPort(base, transport))?;
         let (header, kind, body) = msg.into_wire_parts()?;
         let frame = wire::encode(&header, kind, &body)?;
+        if transport == Transport::Udp && frame.frame_len() > inner.udp_max_datagram {
+            return Err(SendError::TooLarge { transport, size: frame.frame_len(), max: inner.udp_max_datagram });
+        }
+        if transport == Transport::Exon {
+            crate::exon::check_size(&frame)?;
+        }
+        Ok(Prepared::Wire { transport, base, to, frame })
+    }
+
+    /// Hand prepared messages to their transport: one message, or a run
+    /// of messages to one destination over one transport with channels
+    /// or Exon ([`Prepared::group`]).
+    async fn dispatch(&self, mut run: Vec<(Prepared<H>, Notifier)>, lane: Lane) -> Result<(), SendError> {
+        let inner = &self.inner;
+        let Some((first, _)) = run.first() else { return Ok(()) };
+        let (transport, base, to) = match first {
+            Prepared::Local(_) => {
+                let counters = &inner.core.counters;
+                for (p, notifier) in run {
+                    let Prepared::Local(msg) = p else { continue };
+                    // Reflected in-process (seed 000 §III-B): no serialization.
+                    match inner.core.inbox.deliver(msg, counters).await {
+                        Ok(()) => {
+                            bump(&counters.local_deliveries);
+                            notifier.delivered();
+                        }
+                        Err(FailReason::UnknownVnode(v)) => return Err(SendError::UnknownVnode(v)),
+                        Err(_) => return Err(SendError::Closed),
+                    }
+                }
+                return Ok(());
+            }
+            Prepared::Wire { transport, base, to, .. } => (*transport, *base, *to),
+        };
+        for _ in 0..run.len() {
+            inner.core.rule_event(base, crate::rules::NodeEvent::Sent);
+        }
+        let outgoing = |run: Vec<(Prepared<H>, Notifier)>| -> Vec<Outgoing> {
+            run.into_iter()
+                .filter_map(|(p, notifier)| match p {
+                    Prepared::Wire { frame, .. } => Some(Outgoing { frame, notifier }),
+                    Prepared::Local(_) => None,
+                })
+                .collect()
+        };
         match transport {
             Transport::Udp => {
-                let size = frame.frame_len();
-                if size > inner.udp_max_datagram {
-                    return Err(SendError::TooLarge { transport, size, max: inner.udp_max_datagram });
-                }
                 let udp = inner.udp.as_ref().ok_or(SendError::TransportDisabled(transport))?;
-                match udp.send(&inner.core, &frame.frame(), to).await {
-                    Ok(()) => notifier.sent(),
-                    Err(r) => {
-                        bump(&inner.core.counters.messages_failed);
-                        notifier.failed(r);
+                for out in outgoing(std::mem::take(&mut run)) {
+                    let mut notifier = out.notifier;
+                    match udp.send(&inner.core, &out.frame.frame(), to).await {
+                        Ok(()) => notifier.sent(),
+                        Err(r) => {
+                            bump(&inner.core.counters.messages_failed);
+                            notifier.failed(r);
+                        }
                     }
                 }
                 Ok(())
@@ -509,23 +587,22 @@ impl<H: Header> Node<H> {
                 let core = inner.core.clone();
                 let lowat = inner.tcp_notsent_lowat;
                 let tls = inner.tls.clone();
-                let out = Outgoing { frame, notifier };
-                Channels::send(&inner.env, (transport, to, lane), out, move || crate::tcp::connect(core, to, lowat, tls)).await;
+                let outs = outgoing(run);
+                Channels::send(&inner.env, (transport, to, lane), outs, move || crate::tcp::connect(core, to, lowat, tls)).await;
                 Ok(())
             }
             Transport::Braid => {
                 let core = inner.core.clone();
                 let endpoint = inner.braid.clone().ok_or(SendError::TransportDisabled(transport))?;
-                let out = Outgoing { frame, notifier };
                 let with = if lane == Lane::Bulk { inner.bulk_braid.clone() } else { None };
-                let base = dst.as_socket();
-                Channels::send(&inner.env, (transport, to, lane), out, move || crate::braid_link::connect(core, endpoint, base, to, with))
+                let outs = outgoing(run);
+                Channels::send(&inner.env, (transport, to, lane), outs, move || crate::braid_link::connect(core, endpoint, base, to, with))
                     .await;
                 Ok(())
             }
             Transport::Exon => {
                 let exon = inner.exon.as_ref().ok_or(SendError::TransportDisabled(transport))?;
-                exon.send(&inner.core, frame, to, notifier).await
+                exon.send_many(&inner.core, outgoing(run), to).await
             }
             Transport::Data => Err(SendError::TransportDisabled(transport)),
         }
@@ -541,6 +618,35 @@ impl<H: Header> Node<H> {
             m = rx.recv() => m,
             _ = crate::node::stopped(&mut shutdown) => rx.try_recv().ok(),
         }
+    }
+
+    /// Wait for the next message for the node itself, then append it and
+    /// whatever else is queued, up to `max` in all, to `out`: [`Node::recv`]
+    /// for a receiver that keeps up with many small messages (one lock of
+    /// the queue per run, issue 23 item 3). Returns how many were appended:
+    /// 0 only once the node is closed and its queue empty (or `max` is 0).
+    pub async fn recv_many(&self, out: &mut Vec<Message<H>>, max: usize) -> usize {
+        if max == 0 {
+            return 0;
+        }
+        let mut rx = self.inner.main_rx.lock().await;
+        let mut shutdown = self.inner.core.shutdown.clone();
+        let first = tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            _ = crate::node::stopped(&mut shutdown) => rx.try_recv().ok(),
+        };
+        let Some(first) = first else { return 0 };
+        out.push(first);
+        let mut n = 1;
+        while n < max {
+            match rx.try_recv() {
+                Ok(m) => out.push(m),
+                Err(_) => break,
+            }
+            n += 1;
+        }
+        n
     }
 
     /// Register virtual node `id`: messages whose destination names it are
@@ -753,6 +859,27 @@ async fn rule_timer<H: Header>(core: std::sync::Weak<Core<H>>, generation: u64) 
         let mut guard = c.rules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(rt) = guard.as_mut() {
             rt.tick(&c.actuators);
+        }
+    }
+}
+
+/// A message checked and made ready for its transport ([`Node::prepare`]).
+enum Prepared<H> {
+    /// For this host: delivered in-process, unserialized.
+    Local(Message<H>),
+    /// Encoded for `transport` to `to`, the transport's address of the
+    /// node at `base`.
+    Wire { transport: Transport, base: SocketAddr, to: SocketAddr, frame: wire::Encoded },
+}
+
+impl<H> Prepared<H> {
+    /// What consecutive messages must share to be handed over together:
+    /// a transport that takes runs (TCP, Braid, Exon) and the address;
+    /// `None` for a message that goes alone.
+    fn group(&self) -> Option<(Transport, SocketAddr)> {
+        match self {
+            Prepared::Wire { transport: t @ (Transport::Tcp | Transport::Braid | Transport::Exon), to, .. } => Some((*t, *to)),
+            _ => None,
         }
     }
 }

@@ -115,6 +115,8 @@ pub(crate) struct TcpLink {
     acks: Option<AckReader>,
     /// Frame bytes written (prefixes included).
     written: u64,
+    /// Where a batch of small frames is gathered into one write.
+    gather: Vec<u8>,
 }
 
 /// How long a closing channel waits for the peer's kernel to acknowledge
@@ -178,16 +180,51 @@ fn set_notsent_lowat(s: &TcpStream, bytes: u32) {
 #[cfg(not(target_os = "linux"))]
 fn set_notsent_lowat(_: &TcpStream, _: u32) {}
 
-impl Link for TcpLink {
-    async fn send(&mut self, frame: &Encoded) -> Result<(), String> {
-        self.wr.write_all(frame.prefixed()).await.map_err(|e| e.to_string())?;
-        // TLS holds records until flushed; plain TCP's flush does nothing.
-        self.wr.flush().await.map_err(|e| e.to_string())?;
-        self.written += frame.prefixed().len() as u64;
+/// Frames smaller than this are copied together and written at once (one
+/// system call, one TLS record where they fit) when several are queued;
+/// larger ones are written from their own buffer.
+const GATHER_BYTES: usize = 64 << 10;
+
+impl TcpLink {
+    /// Book frame bytes up to `self.written` at the socket byte count
+    /// reached now (after the flush that put them on the socket).
+    fn mark_written(&self) {
         if let Some(acks) = &self.acks {
             let mark = (self.on_wire.load(Ordering::Acquire), self.written);
             acks.marks.lock().unwrap_or_else(PoisonError::into_inner).pending.push_back(mark);
         }
+    }
+}
+
+impl Link for TcpLink {
+    async fn send(&mut self, frame: &Encoded) -> Result<(), String> {
+        self.send_batch(&[frame]).await
+    }
+    async fn send_batch(&mut self, frames: &[&Encoded]) -> Result<(), String> {
+        if let [frame] = frames {
+            self.wr.write_all(frame.prefixed()).await.map_err(|e| e.to_string())?;
+        } else {
+            for frame in frames {
+                let bytes = frame.prefixed();
+                if !self.gather.is_empty() && self.gather.len() + bytes.len() > GATHER_BYTES {
+                    self.wr.write_all(&self.gather).await.map_err(|e| e.to_string())?;
+                    self.gather.clear();
+                }
+                if bytes.len() >= GATHER_BYTES {
+                    self.wr.write_all(bytes).await.map_err(|e| e.to_string())?;
+                } else {
+                    self.gather.extend_from_slice(bytes);
+                }
+            }
+            if !self.gather.is_empty() {
+                self.wr.write_all(&self.gather).await.map_err(|e| e.to_string())?;
+                self.gather.clear();
+            }
+        }
+        // TLS holds records until flushed; plain TCP's flush does nothing.
+        self.wr.flush().await.map_err(|e| e.to_string())?;
+        self.written += frames.iter().map(|f| f.prefixed().len() as u64).sum::<u64>();
+        self.mark_written();
         Ok(())
     }
     fn acked(&self) -> Option<u64> {
@@ -271,7 +308,7 @@ pub(crate) async fn connect<H: Header>(
             Err(_) => std::future::pending().await,
         }
     });
-    Ok((TcpLink { wr, on_wire, acks, written: 0 }, closed))
+    Ok((TcpLink { wr, on_wire, acks, written: 0, gather: Vec::new() }, closed))
 }
 
 /// TLS handshakes an accepting node runs at once. Each holds a socket and

@@ -617,3 +617,92 @@ async fn exon_delivers_each_message_exactly_once_with_notifications() {
     let h = BasicHeader::new(addr(&a), addr(&b), Transport::Exon);
     assert!(matches!(a.send(Message::raw(h, vec![0u8; 17 << 20])).await, Err(SendError::TooLarge { transport: Transport::Exon, .. })));
 }
+
+/// `send_many`: a run interleaving transports, two destinations and this
+/// host arrives complete and in order per destination and transport (what
+/// each transport promises; Exon's order is not promised, so its messages
+/// are compared as a set); a run holding one message that cannot be sent
+/// sends none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_many_delivers_runs_in_order_and_refuses_a_bad_run_whole() {
+    let all = NodeConfig { transports: vec![Transport::Tcp, Transport::Braid, Transport::Exon], ..common::base() };
+    let a = node(all.clone()).await;
+    let b = node(all.clone()).await;
+    let c = node(all).await;
+    let ts = [Transport::Tcp, Transport::Braid, Transport::Exon];
+    let mut msgs = Vec::new();
+    let mut expected: std::collections::HashMap<(u16, String), Vec<u32>> = Default::default();
+    let mut n = 0u32;
+    // Runs of varying length (1..=300: over one channel batch) per
+    // (destination, transport), interleaved.
+    for round in 0..6usize {
+        for (i, t) in ts.iter().enumerate() {
+            for dst in [&b, &c, &a] {
+                let len = 1 + (round * 7 + i * 13) % 300;
+                for _ in 0..len {
+                    msgs.push(Message::typed(BasicHeader::new(addr(&a), addr(dst), *t), Seq { n, pad: vec![7; (n % 900) as usize] }));
+                    expected.entry((dst.local_addr().port(), t.to_string())).or_default().push(n);
+                    n += 1;
+                }
+            }
+        }
+    }
+    let total = msgs.len();
+    a.send_many(msgs).await.unwrap();
+    let mut got: std::collections::HashMap<(u16, String), Vec<u32>> = Default::default();
+    let mut received = 0;
+    while received < total {
+        let m = tokio::select! {
+            m = recv(&a) => m,
+            m = recv(&b) => m,
+            m = recv(&c) => m,
+        };
+        let key = (m.header().destination().as_socket().port(), m.header().transport().to_string());
+        got.entry(key).or_default().push(m.decode::<Seq>().unwrap().1.n);
+        received += 1;
+    }
+    for (key, want) in &expected {
+        let mut have = got.remove(key).unwrap_or_default();
+        if key.1 == "exon" {
+            have.sort_unstable();
+        }
+        assert_eq!(&have, want, "{key:?}");
+    }
+    assert!(got.is_empty(), "unexpected: {got:?}");
+
+    // One message over a transport the node does not run: nothing sent.
+    let before = (b.stats().tcp.messages_received, a.stats().tcp.messages_sent);
+    let h = BasicHeader::new(addr(&a), addr(&b), Transport::Tcp);
+    let bad = vec![
+        Message::raw(h.clone(), &b"first"[..]),
+        Message::raw(BasicHeader::new(addr(&a), addr(&b), Transport::Udp), &b"udp is off"[..]),
+        Message::raw(h, &b"last"[..]),
+    ];
+    match a.send_many(bad).await {
+        Err(SendError::TransportDisabled(Transport::Udp)) => {}
+        r => panic!("{r:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!((b.stats().tcp.messages_received, a.stats().tcp.messages_sent), before, "a refused run sent something");
+}
+
+/// `recv_many` hands over runs of at most `max` messages in arrival
+/// order, and 0 once the node is closed and its queue empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recv_many_takes_runs_in_order_up_to_its_bound() {
+    let a = node(common::base()).await;
+    let b = node(common::base()).await;
+    let h = BasicHeader::new(addr(&a), addr(&b), Transport::Tcp);
+    a.send_many((0..500u32).map(|n| Message::typed(h.clone(), Seq { n, pad: vec![] }))).await.unwrap();
+    let mut got = Vec::new();
+    let mut out = Vec::new();
+    while got.len() < 500 {
+        let n = tokio::time::timeout(LIMIT, b.recv_many(&mut out, 16)).await.expect("receive timed out");
+        assert!((1..=16).contains(&n) && n == out.len(), "{n} of {}", out.len());
+        got.extend(out.drain(..).map(|m| m.decode::<Seq>().unwrap().1.n));
+    }
+    assert_eq!(got, (0..500).collect::<Vec<_>>());
+    assert_eq!(b.recv_many(&mut out, 0).await, 0);
+    b.close().await;
+    assert_eq!(tokio::time::timeout(LIMIT, b.recv_many(&mut out, 16)).await.unwrap(), 0);
+}

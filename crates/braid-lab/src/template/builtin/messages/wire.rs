@@ -180,7 +180,7 @@ impl Listener {
                 Kind::Braid(e, conn)
             }
             Listener::Exon(sock) => Kind::Exon(ExonEnd::new(sock, None)),
-            Listener::Node(node, t) => Kind::Node(NodeEnd { node, transport: t, header: None }),
+            Listener::Node(node, t) => Kind::Node(NodeEnd { node, transport: t, header: None, received: Vec::new() }),
         };
         Ok(Wire { kind, size, scratch: Vec::new(), tcp_cc: None })
     }
@@ -225,7 +225,7 @@ pub async fn connect(setup: &Setup, ip: std::net::IpAddr, addr: SocketAddr) -> R
             let nt = t.node_transport().context("a node transport")?;
             let node: Node<BasicHeader> = Node::bind(any, setup.node.1.clone()).await.context("binding the sending node")?;
             let header = BasicHeader::new(BasicAddress::new(node.local_addr()), BasicAddress::new(addr), nt);
-            Kind::Node(NodeEnd { node, transport: nt, header: Some(header) })
+            Kind::Node(NodeEnd { node, transport: nt, header: Some(header), received: Vec::new() })
         }
     };
     Ok(Wire { kind, size: setup.size, scratch: Vec::new(), tcp_cc })
@@ -325,6 +325,8 @@ struct NodeEnd {
     node: Node<BasicHeader>,
     transport: NodeTransport,
     header: Option<BasicHeader>,
+    /// Messages of the latest `recv_many` (kept for its capacity).
+    received: Vec<Message<BasicHeader>>,
 }
 
 /// Exon's count of outcomes at one end.
@@ -363,9 +365,8 @@ impl Wire {
             }
             Kind::Node(n) => {
                 let h = n.header.clone().context("Node: no peer to send to yet")?;
-                for &id in ids {
-                    n.node.send(Message::raw(h.clone(), message(id, size))).await.context("node send")?;
-                }
+                // A run at once, as the bare transports get theirs.
+                n.node.send_many(ids.iter().map(|&id| Message::raw(h.clone(), message(id, size)))).await.context("node send")?;
             }
         }
         Ok(())
@@ -418,28 +419,20 @@ impl Wire {
                 }
             }
             Kind::Node(node) => {
-                let first = match tokio::time::timeout(TICK, node.node.recv()).await {
+                let mut got = std::mem::take(&mut node.received);
+                match tokio::time::timeout(TICK, node.node.recv_many(&mut got, MAX_BATCH)).await {
                     Err(_) => return Ok(0),
-                    Ok(m) => m.context("the node stopped")?,
-                };
-                let mut take = |m: Message<BasicHeader>, node: &mut NodeEnd| {
+                    Ok(0) => fail!("the node stopped"),
+                    Ok(_) => {}
+                }
+                for m in got.drain(..) {
                     if node.header.is_none() {
                         node.header = Some(m.header().reply(node.transport));
                     }
-                    match m.raw_bytes() {
-                        Some(b) => f(b),
-                        None => f(&[]),
-                    }
-                };
-                take(first, node);
-                n += 1;
-                while n < MAX_BATCH {
-                    match node.node.recv().now_or_never() {
-                        Some(Some(m)) => take(m, node),
-                        _ => break,
-                    }
+                    f(m.raw_bytes().map(|b| &b[..]).unwrap_or(&[]));
                     n += 1;
                 }
+                node.received = got;
             }
         }
         Ok(n)
