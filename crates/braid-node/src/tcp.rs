@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use braid_tls::TlsSettings;
-use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::channel::{ClosedSignal, Link};
@@ -385,32 +385,53 @@ enum Ended {
     Connection(String),
 }
 
+/// Bytes read from the socket at a time. Frames are cut out of the read
+/// buffer without a copy or an allocation of their own (`split_to`), so a
+/// message the application keeps holds on to the chunk it arrived in:
+/// this bounds what one kept message can pin (the chunk of a frame larger
+/// than this is the frame itself).
+const READ_CHUNK: usize = 64 << 10;
+/// A read buffer with less room than this gets a new chunk before reading.
+const MIN_READ_ROOM: usize = 4 << 10;
+
 /// Read frames until the connection ends (or breaks the framing, or the
 /// node shuts down).
-async fn serve<H: Header>(core: Arc<Core<H>>, rd: Reader) -> Ended {
-    let mut rd = BufReader::with_capacity(256 << 10, rd);
+async fn serve<H: Header>(core: Arc<Core<H>>, mut rd: Reader) -> Ended {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut shutdown = core.shutdown.clone();
     loop {
-        let mut len = [0u8; PREFIX];
+        // Every complete frame read so far, in order.
+        while buf.len() >= PREFIX {
+            let mut prefix = [0u8; PREFIX];
+            prefix.copy_from_slice(&buf[..PREFIX]);
+            let len = u32::from_be_bytes(prefix) as usize;
+            if len == 0 || len > core.max_frame_size {
+                // The stream cannot be re-synchronised: drop the connection.
+                bump(&core.counters.malformed_frames);
+                return Ended::Connection(format!("frame of {len} bytes outside 1..={}", core.max_frame_size));
+            }
+            if buf.len() < PREFIX + len {
+                buf.reserve(PREFIX + len - buf.len());
+                break;
+            }
+            buf.advance(PREFIX);
+            let frame = buf.split_to(len).freeze();
+            core.counters.tcp.on_received(len);
+            if core.receive_frame(frame, Transport::Tcp).await.is_err() {
+                return Ended::NodeClosed;
+            }
+        }
+        if buf.capacity() - buf.len() < MIN_READ_ROOM {
+            buf.reserve(READ_CHUNK);
+        }
         tokio::select! {
-            r = rd.read_exact(&mut len) => if let Err(e) = r {
-                return Ended::Connection(if e.kind() == std::io::ErrorKind::UnexpectedEof { "closed by peer".into() } else { e.to_string() });
+            r = rd.read_buf(&mut buf) => match r {
+                Ok(0) if buf.is_empty() => return Ended::Connection("closed by peer".into()),
+                Ok(0) => return Ended::Connection(format!("closed by peer within a frame ({} bytes of it read)", buf.len())),
+                Ok(_) => {}
+                Err(e) => return Ended::Connection(e.to_string()),
             },
             _ = crate::node::stopped(&mut shutdown) => return Ended::NodeClosed,
-        }
-        let len = u32::from_be_bytes(len) as usize;
-        if len == 0 || len > core.max_frame_size {
-            // The stream cannot be re-synchronised: drop the connection.
-            bump(&core.counters.malformed_frames);
-            return Ended::Connection(format!("frame of {len} bytes outside 1..={}", core.max_frame_size));
-        }
-        let mut buf = BytesMut::zeroed(len);
-        if let Err(e) = rd.read_exact(&mut buf).await {
-            return Ended::Connection(e.to_string());
-        }
-        core.counters.tcp.on_received(len);
-        if core.receive_frame(buf.freeze(), Transport::Tcp).await.is_err() {
-            return Ended::NodeClosed;
         }
     }
 }
