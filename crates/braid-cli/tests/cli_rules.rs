@@ -118,6 +118,9 @@ fn the_shipped_learning_studies_plan() {
         assert!(out.status.success(), "{name}: {}", text(&out.stderr));
         let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(j["count"].as_u64().unwrap() > 0, "{name}: {j}");
+        // Every evaluation is at least one stored experiment (more with
+        // repetitions).
+        assert!(j["experiments"].as_u64().unwrap() >= j["count"].as_u64().unwrap(), "{name}: {j}");
         seen += 1;
     }
     assert!(seen >= 2, "expected the shipped rules-*.toml studies in {}", studies.display());

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use braid_lab::fossa::campaign::{planned_evaluations, rule_file, run_campaign, CampaignReport, Entry, LearnRun};
+use braid_lab::fossa::campaign::{planned_evaluations, planned_experiments, rule_file, run_campaign, CampaignReport, Entry, LearnRun};
 use braid_lab::fossa::study::LearnStudy;
 use braid_lab::fossa::scenario_vocabulary;
 use braid_lab::oneoff::{run_experiments, OneOffOptions};
@@ -94,9 +94,12 @@ pub struct EvalArgs {
     /// The workload and utility.
     #[arg(long, value_enum, default_value = "transport")]
     pub scenario: ScenarioArg,
-    /// How long the workload runs (1s to 600s).
+    /// How long the workload runs measured (1s to 600s).
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     pub duration: Duration,
+    /// How long it runs first, unmeasured (0s to 60s).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub warmup: Duration,
     /// Seed of the experiment.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -237,6 +240,7 @@ fn eval(a: EvalArgs) -> anyhow::Result<Outcome> {
         ("rules".to_string(), Value::String(rules.to_string())),
         ("link".to_string(), Value::Link(spec.to_string())),
         ("duration".to_string(), Value::Duration(a.duration)),
+        ("warmup".to_string(), Value::Duration(a.warmup)),
     ];
     let runs = run_experiments(std::sync::Arc::new(Adapt), vec![values], &OneOffOptions { seed: a.seed, timeout: None })?;
     let r = runs.into_iter().next().context("the lab returned no result")?;
@@ -305,11 +309,22 @@ fn learn(a: LearnArgs) -> anyhow::Result<Outcome> {
     let study = LearnStudy::load(&a.study)?;
     if a.plan {
         let count = planned_evaluations(&study);
+        let experiments = planned_experiments(&study);
         let name = a.study.display().to_string();
         if a.json {
-            emit(&serde_json::json!({ "study": name, "count": count }).to_string());
+            let j = serde_json::json!({
+                "study": name,
+                "count": count,
+                "repetitions": study.repetitions,
+                "held_out_repetitions": study.held_out_repetitions,
+                "experiments": experiments,
+            });
+            emit(&j.to_string());
         } else {
-            emit(&format!("{name}: {count} evaluations planned (static baselines, GP, and the runs compared with it)"));
+            emit(&format!(
+                "{name}: {count} evaluations planned (static baselines, GP, and the runs compared with it); {} run(s) each, {} on held-out environments: {experiments} experiments",
+                study.repetitions, study.held_out_repetitions
+            ));
         }
         return Ok(Outcome::Success);
     }

@@ -197,6 +197,18 @@ pub fn planned_evaluations(study: &LearnStudy) -> u64 {
     baselines + runs * (study.config.budget + held)
 }
 
+/// About how many experiments (runs) a campaign stores: each evaluation
+/// of [`planned_evaluations`] is `repetitions` runs on a training
+/// environment and `held_out_repetitions` on a held-out one.
+pub fn planned_experiments(study: &LearnStudy) -> u64 {
+    let (train, held) = (study.training.len() as u64, study.held_out.len() as u64);
+    let (r, h) = (u64::from(study.repetitions), u64::from(study.held_out_repetitions));
+    let baselines = static_baselines(&study.scenario).len() as u64 * (train * r + held * h);
+    let runs = 1 + u64::from(study.plain) + u64::from(study.random);
+    let front = if study.config.objectives > 1 { study.config.population as u64 } else { 1 };
+    baselines + runs * (study.config.budget * r + held * front * h)
+}
+
 /// Runs the campaign; every evaluation is stored in `store`.
 pub fn run_campaign(
     study: &LearnStudy,
@@ -333,6 +345,32 @@ pub fn read_rule_file(text: &str) -> Result<RuleSet, braid_rules::RuleError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_out_evaluations_run_their_own_repetitions() {
+        let text = r#"
+name = "t"
+scenario = "transport"
+[experiment]
+repetitions = 2
+held_out_repetitions = 5
+[environments]
+training = ["rtt=10ms", "rtt=20ms"]
+held_out = ["rtt=30ms"]
+[learn]
+population = 4
+generations = 1
+plain = false
+random = true
+"#;
+        let s = LearnStudy::parse(text, "t.toml").unwrap();
+        // Budget (4 + 1 x 4) x 2 = 16 training evaluations per learner.
+        assert_eq!(s.config.budget, 16);
+        // 3 baselines x 3 environments + 2 learners x (16 + 1 held-out).
+        assert_eq!(planned_evaluations(&s), 9 + 2 * 17);
+        // Training runs twice, held-out five times.
+        assert_eq!(planned_experiments(&s), 3 * (2 * 2 + 5) + 2 * (16 * 2 + 5));
+    }
 
     #[test]
     fn efficiency_compares_evaluations_to_the_same_utility() {

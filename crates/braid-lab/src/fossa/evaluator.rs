@@ -10,6 +10,17 @@
 //! Only the pairs the learner asked for run (not the Cartesian product of
 //! the batch's rule sets and environments); an experiment already stored
 //! as ok (a resumed campaign) is read back instead of run again.
+//!
+//! Repetitions. One run of a rule set in an environment is noisy (the
+//! seeded loss pattern, thread and emulator scheduling on a shared
+//! machine; see the `adapt` template). With `[experiment] repetitions = N`
+//! an evaluation is N runs, lab repetitions 0..N with their own seeds,
+//! each stored as its own experiment (the lab keeps the raw data and its
+//! confidence intervals); the learner sees their mean per objective, whose
+//! standard error is the runs' spread over √N. Held-out environments,
+//! where the reports rank rule sets, may run more
+//! (`held_out_repetitions`): the learner's training evaluations are many
+//! and each counts for little, the held-out ones are few and decide.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,8 +59,27 @@ pub struct LabEvaluator<'a> {
     pub studies: Vec<String>,
     /// Evaluations run or read back.
     pub evaluations: u64,
-    /// Evaluations that failed (each scored 0 on every objective).
+    /// Evaluations with a failed run (each failed run scored 0 on every
+    /// objective).
     pub failed: u64,
+}
+
+/// The mean of the repetitions' metrics: every metric any ok run recorded,
+/// averaged over all `runs` (a failed run counts 0, the utility's lower
+/// bound: a rule set that sometimes breaks the system pays for it).
+/// `None` when every run failed.
+pub fn mean_of_runs(runs: &[Option<BTreeMap<String, f64>>]) -> Option<BTreeMap<String, f64>> {
+    if runs.iter().all(Option::is_none) {
+        return None;
+    }
+    let mut sum: BTreeMap<String, f64> = BTreeMap::new();
+    for r in runs.iter().flatten() {
+        for (k, v) in r {
+            *sum.entry(k.clone()).or_default() += v;
+        }
+    }
+    let n = runs.len() as f64;
+    Some(sum.into_iter().map(|(k, v)| (k, v / n)).collect())
 }
 
 impl<'a> LabEvaluator<'a> {
@@ -83,11 +113,12 @@ impl<'a> LabEvaluator<'a> {
         let mut values: Vec<(&str, Vec<Value>)> = self.study.experiment.iter().map(|(k, v)| (k.as_str(), vec![v.clone()])).collect();
         values.push(("rules", rule_texts.iter().map(|t| Value::String(t.clone())).collect()));
         values.push(("link", links.iter().map(|l| Value::Link(l.clone())).collect()));
-        let mut lab_study = Study::from_values(&name, template.clone(), &values, 1, self.study.config.seed)?;
+        let most = pairs.iter().map(|(_, e)| self.study.repetitions_in(*e)).max().unwrap_or(1).max(1);
+        let mut lab_study = Study::from_values(&name, template.clone(), &values, most, self.study.config.seed)?;
         lab_study.description = format!("Fossa {} batch {} of {}", self.label, self.batch - 1, self.study.name);
         let decls = template.params();
         let mut plan: Vec<PlannedExperiment> = Vec::new();
-        let mut ids = Vec::with_capacity(pairs.len());
+        let mut ids: Vec<Vec<String>> = Vec::with_capacity(pairs.len());
         for (r, e) in pairs {
             let mut params = Params::default();
             for d in &decls {
@@ -98,11 +129,16 @@ impl<'a> LabEvaluator<'a> {
             }
             params.insert("rules", Value::String(r.clone()));
             params.insert("link", Value::Link(self.study.environment(*e).unwrap_or_default().to_string()));
-            let x = experiment(&lab_study, params, 0);
-            ids.push(x.id.clone());
-            if !plan.iter().any(|p| p.id == x.id) {
-                plan.push(x);
+            let reps = self.study.repetitions_in(*e).max(1);
+            let mut rep_ids = Vec::with_capacity(reps as usize);
+            for rep in 0..reps {
+                let x = experiment(&lab_study, params.clone(), rep);
+                rep_ids.push(x.id.clone());
+                if !plan.iter().any(|p| p.id == x.id) {
+                    plan.push(x);
+                }
             }
+            ids.push(rep_ids);
         }
         let record = StudyRecord {
             name: name.clone(),
@@ -118,25 +154,32 @@ impl<'a> LabEvaluator<'a> {
         runner::run(study_id, &plan, &lookup, &mut *self.store, &self.options)?;
         let mut out = Vec::with_capacity(ids.len());
         let mut first_error = None;
-        for id in &ids {
-            match self.store.experiment(id)? {
-                Some(row) if row.status == ExperimentStatus::Ok => out.push(Some(row.scalars)),
-                Some(row) => {
-                    first_error.get_or_insert_with(|| format!("experiment {id}: {}", row.error.unwrap_or_else(|| format!("{:?}", row.status))));
-                    out.push(None)
-                }
-                None => {
-                    first_error.get_or_insert_with(|| format!("experiment {id} was not stored"));
-                    out.push(None)
+        let mut failed = 0;
+        for rep_ids in &ids {
+            let mut runs = Vec::with_capacity(rep_ids.len());
+            for id in rep_ids {
+                match self.store.experiment(id)? {
+                    Some(row) if row.status == ExperimentStatus::Ok => runs.push(Some(row.scalars)),
+                    Some(row) => {
+                        first_error.get_or_insert_with(|| format!("experiment {id}: {}", row.error.unwrap_or_else(|| format!("{:?}", row.status))));
+                        runs.push(None)
+                    }
+                    None => {
+                        first_error.get_or_insert_with(|| format!("experiment {id} was not stored"));
+                        runs.push(None)
+                    }
                 }
             }
+            if runs.iter().any(Option::is_none) {
+                failed += 1;
+            }
+            out.push(mean_of_runs(&runs));
         }
-        let failed = out.iter().filter(|o| o.is_none()).count();
         self.studies.push(name.clone());
         self.evaluations += out.len() as u64;
         self.failed += failed as u64;
         (self.on_batch)(&BatchDone { study: name, evaluations: out.len(), failed });
-        if failed == out.len() {
+        if out.iter().all(Option::is_none) {
             // Nothing ran: the machine cannot run the template (no root),
             // or every rule set breaks it. Learning on zeros is useless.
             return Err(format!("every evaluation of the batch failed; the first: {}", first_error.unwrap_or_default()).into());
@@ -159,10 +202,32 @@ impl Evaluator for LabEvaluator<'_> {
                 None => EnvResult { objectives: vec![0.0; objectives], match_counts: Vec::new(), observed: Vec::new() },
                 Some(s) => EnvResult {
                     objectives: (0..objectives).map(|k| s.get(&format!("objective.{k}")).copied().unwrap_or(0.0)).collect(),
-                    match_counts: (0..j.rules.len()).map(|i| s.get(&format!("rule_applied.{i}")).copied().unwrap_or(0.0) as u64).collect(),
+                    // The mean over the repetitions, rounded up: a rule that
+                    // applied in any run matched.
+                    match_counts: (0..j.rules.len()).map(|i| s.get(&format!("rule_applied.{i}")).copied().unwrap_or(0.0).ceil() as u64).collect(),
                     observed: Vec::new(),
                 },
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(pairs: &[(&str, f64)]) -> Option<BTreeMap<String, f64>> {
+        Some(pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect())
+    }
+
+    #[test]
+    fn repetitions_average_and_a_failed_run_counts_zero() {
+        let m = mean_of_runs(&[run(&[("objective.0", 0.6), ("rule_applied.0", 1.0)]), run(&[("objective.0", 0.8)])]).unwrap();
+        assert!((m["objective.0"] - 0.7).abs() < 1e-12);
+        assert!((m["rule_applied.0"] - 0.5).abs() < 1e-12);
+        let m = mean_of_runs(&[run(&[("objective.0", 0.9)]), None, run(&[("objective.0", 0.9)])]).unwrap();
+        assert!((m["objective.0"] - 0.6).abs() < 1e-12, "the failed run scores 0");
+        assert_eq!(mean_of_runs(&[None, None]), None);
+        assert_eq!(mean_of_runs(&[run(&[("utility", 0.25)])]).unwrap()["utility"], 0.25, "one run is itself");
     }
 }

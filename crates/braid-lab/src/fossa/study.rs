@@ -15,7 +15,10 @@
 //!
 //! [experiment]                    # adapt parameters for every run
 //! duration = "2s"
+//! warmup = "1s"
 //! window = 4
+//! repetitions = 1                 # runs (seeds) averaged per evaluation
+//! held_out_repetitions = 4        # on held-out environments (default: repetitions)
 //!
 //! [environments]
 //! training = ["rtt=10ms,rate=50mbit", "rtt=80ms,rate=20mbit,loss=2%"]
@@ -144,6 +147,13 @@ pub struct LearnStudy {
     pub scenario: String,
     /// The `adapt` parameters every run gets (besides `rules` and `link`).
     pub experiment: Vec<(String, Value)>,
+    /// Runs per evaluation, each with its own seed (lab repetition), whose
+    /// objectives are averaged: `[experiment] repetitions`, default 1.
+    pub repetitions: u32,
+    /// Runs per evaluation on a held-out environment, where the reports
+    /// compare rule sets: `[experiment] held_out_repetitions`, default
+    /// `repetitions`.
+    pub held_out_repetitions: u32,
     /// Link specs the search sees.
     pub training: Vec<String>,
     /// Link specs only the reports see.
@@ -196,14 +206,30 @@ impl LearnStudy {
         // declarations.
         let decls = Adapt.params();
         let mut experiment = vec![("scenario".to_string(), Value::Enum(f.scenario.clone()))];
+        let (mut repetitions, mut held_out_repetitions) = (1u32, None);
         for (k, v) in &f.experiment {
             let key = format!("experiment.{k}");
+            if k == "repetitions" || k == "held_out_repetitions" {
+                // Not template parameters: how many lab repetitions (seeds)
+                // one evaluation averages.
+                let n = v
+                    .as_integer()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| (1..=100).contains(n))
+                    .ok_or_else(|| field(&key, "an integer from 1 to 100", v.to_string()))?;
+                if k == "repetitions" {
+                    repetitions = n;
+                } else {
+                    held_out_repetitions = Some(n);
+                }
+                continue;
+            }
             if ["rules", "link", "scenario"].contains(&k.as_str()) {
                 return Err(field(&key, "not set here (the learner sets rules, environments set link, scenario is top-level)", v.to_string()));
             }
             let Some(d) = decls.iter().find(|d| &d.name == k) else {
                 let names: Vec<&str> = decls.iter().map(|d| d.name.as_str()).filter(|n| !["rules", "link", "scenario"].contains(n)).collect();
-                return Err(field(&key, &format!("a parameter of the adapt template ({})", names.join(", ")), "an unknown key".into()));
+                return Err(field(&key, &format!("repetitions, held_out_repetitions or a parameter of the adapt template ({})", names.join(", ")), "an unknown key".into()));
             };
             let text = match v {
                 toml::Value::String(s) => s.clone(),
@@ -275,6 +301,8 @@ impl LearnStudy {
             description: f.description,
             scenario: f.scenario,
             experiment,
+            repetitions,
+            held_out_repetitions: held_out_repetitions.unwrap_or(repetitions),
             training,
             held_out,
             config,
@@ -299,6 +327,16 @@ impl LearnStudy {
     /// The link spec of environment `i` (training first, then held-out).
     pub fn environment(&self, i: usize) -> Option<&str> {
         self.training.iter().chain(&self.held_out).nth(i).map(String::as_str)
+    }
+
+    /// Runs per evaluation in environment `i` (training first, then
+    /// held-out).
+    pub fn repetitions_in(&self, i: usize) -> u32 {
+        if i < self.training.len() {
+            self.repetitions
+        } else {
+            self.held_out_repetitions
+        }
     }
 
     /// Every environment, training first.
@@ -337,6 +375,15 @@ seeds = ["on first match\n  true: set transport = tcp;"]
         assert_eq!(s.environment(2), Some("rtt=40ms,rate=30mbit"));
         assert!(s.experiment.iter().any(|(k, v)| k == "window" && *v == Value::Int(2)));
         assert_eq!(s.config.aggregation, Aggregation::Mean);
+        assert_eq!(s.repetitions, 1, "one run per evaluation unless asked");
+        assert_eq!((s.repetitions_in(0), s.repetitions_in(2)), (1, 1));
+        let r = LearnStudy::parse(&OK.replace("window = 2", "window = 2\nrepetitions = 3\nwarmup = \"1s\""), "t.toml").unwrap();
+        assert_eq!(r.repetitions, 3);
+        assert_eq!((r.repetitions_in(1), r.repetitions_in(2)), (3, 3), "held-out runs as many unless asked");
+        let h = LearnStudy::parse(&OK.replace("window = 2", "window = 2\nheld_out_repetitions = 5"), "t.toml").unwrap();
+        assert_eq!((h.repetitions_in(1), h.repetitions_in(2)), (1, 5));
+        assert!(!r.experiment.iter().any(|(k, _)| k == "repetitions"), "not passed to the template");
+        assert!(r.experiment.iter().any(|(k, v)| k == "warmup" && *v == Value::Duration(Duration::from_secs(1))));
     }
 
     #[test]
@@ -345,6 +392,9 @@ seeds = ["on first match\n  true: set transport = tcp;"]
             (OK.replace("scenario = \"transport\"", "scenario = \"video\""), "`scenario` must be one of transport, priority"),
             (OK.replace("window = 2", "window = 0"), "experiment.window"),
             (OK.replace("window = 2", "colour = 2"), "a parameter of the adapt template"),
+            (OK.replace("window = 2", "repetitions = 0"), "experiment.repetitions"),
+            (OK.replace("window = 2", "repetitions = \"3\""), "experiment.repetitions"),
+            (OK.replace("window = 2", "held_out_repetitions = 101"), "experiment.held_out_repetitions"),
             (OK.replace("\"rtt=40ms,rate=30mbit\"", "\"rtt=fast\""), "environments.held_out"),
             (OK.replace("set transport = tcp", "set transport = quic"), "learn.seeds[0]"),
             (OK.replace("population = 4", "population = 1"), "population"),

@@ -3,15 +3,29 @@
 //! client node on host `a` running the rule set under test with a
 //! scenario's workload. Both hosts are threads of this process (each in
 //! its namespace, each with its own tokio runtime), so they share the
-//! clock and the server reports bulk bytes through an atomic.
+//! clock: the server logs when each bulk message arrived, and only the
+//! bytes that arrived inside the client's measured window count
+//! ([`bytes_in_window`]).
+//!
+//! The measured window. Every workload first runs `warmup` unmeasured
+//! (connection set-up, slow start, the rules' first windows filling), then
+//! `duration` measured. Bulk throughput is what crossed the link in the
+//! measured window, not what the client handed its node: a Braid channel
+//! queues up to `channel_queue` messages in the node and its connection
+//! buffers more, so counting sent bytes, or received bytes until the
+//! client's node has drained its queues on close, overstates the rate.
+//! (The old count, every bulk byte the server received until the client's
+//! node had closed over the workload's duration, put `bulk_mbps` above the
+//! link rate: the drain of up to `connect_timeout` was counted over a
+//! window that did not include it.)
 //!
 //! Wire format of the raw messages (no serde: the sizes are the workload):
 //! `[kind u8][id u64 LE][response size u32 LE][padding]`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use braid::emu::Testbed;
@@ -62,10 +76,39 @@ fn config() -> NodeConfig {
     NodeConfig { transports: TRANSPORTS.to_vec(), security: NodeAuth::insecure(), ..Default::default() }
 }
 
-/// Set by the client, read by the server.
+/// Set by the client, read by the server; and the server's bulk log.
 struct Shared {
     stop: AtomicBool,
-    bulk_bytes: AtomicU64,
+    /// When each bulk message was received by the server and its bytes,
+    /// on the clock both hosts share (at most a few thousand messages per
+    /// second for at most 10 minutes).
+    bulk: Mutex<Vec<(Instant, u64)>>,
+}
+
+/// Bytes of the `arrivals` at or after `from` and before `from + len`:
+/// what crossed the link in that window, to one message at each edge (a
+/// message counts when its last byte arrived).
+pub fn bytes_in_window(arrivals: &[(Instant, u64)], from: Instant, len: Duration) -> u64 {
+    let to = from + len;
+    arrivals.iter().filter(|(t, _)| *t >= from && *t < to).map(|(_, b)| *b).sum()
+}
+
+/// Throughput in Mbit/s of the `arrivals` per `bin` of the window
+/// `[from, from + len)`, as `(bin start since from, Mbit/s)`; a last partial
+/// bin is scaled by its length.
+pub fn throughput_bins(arrivals: &[(Instant, u64)], from: Instant, len: Duration, bin: Duration) -> Vec<(Duration, f64)> {
+    if bin.is_zero() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut at = Duration::ZERO;
+    while at < len {
+        let width = bin.min(len - at);
+        let bytes = bytes_in_window(arrivals, from + at, width);
+        out.push((at, bytes as f64 * 8.0 / width.as_secs_f64() / 1e6));
+        at += bin;
+    }
+    out
 }
 
 /// The server's thread handle.
@@ -95,7 +138,10 @@ fn spawn_server(tb: &Testbed, addr: SocketAddr, shared: Arc<Shared>, limit: Dura
                             let _ = node.send(Message::raw(h, frame(RESPONSE, id, 0, resp as usize))).await;
                         }
                         Some((BULK, _, _)) => {
-                            shared.bulk_bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
+                            let now = Instant::now();
+                            if let Ok(mut log) = shared.bulk.lock() {
+                                log.push((now, b.len() as u64));
+                            }
                         }
                         _ => {}
                     }
@@ -123,11 +169,12 @@ pub struct Exchange {
 /// What the client host reports.
 #[derive(Debug, Clone, Default)]
 pub struct ClientRun {
-    /// Answered requests, in order of answer.
+    /// Requests answered inside the measured window, in order of answer.
     pub exchanges: Vec<Exchange>,
-    /// Requests given up after the request timeout.
+    /// Requests given up after the request timeout inside the window.
     pub expired: u64,
-    /// How long the workload ran.
+    /// How long the measured window lasted (`duration`, and for the
+    /// priority scenario the last exchange's wait).
     pub elapsed: Duration,
     /// What the rules applied.
     pub applied: Vec<AppliedAction>,
@@ -135,8 +182,12 @@ pub struct ClientRun {
     pub evaluations: u64,
     /// Actions the engine rejected or an actuator refused.
     pub refused: u64,
-    /// Bulk bytes the server received (priority scenario).
+    /// Bulk bytes the server received inside the measured window
+    /// (priority scenario).
     pub bulk_bytes: u64,
+    /// Bulk throughput per 250 ms of the measured window, as (time since
+    /// the workload started, Mbit/s).
+    pub bulk_series: Vec<(Duration, f64)>,
     /// Seconds interactive traffic was on (priority scenario).
     pub interactive_secs: f64,
 }
@@ -159,6 +210,10 @@ pub enum Workload {
     Priority {
         /// Bulk message bytes.
         bulk_message: usize,
+        /// Bulk messages the client keeps queued or in flight (not yet
+        /// acknowledged by the server's Braid): enough to fill the link,
+        /// few enough that the node's close drains them quickly.
+        bulk_in_flight: usize,
         /// Interactive phase length.
         on: Duration,
         /// Idle phase length.
@@ -179,7 +234,9 @@ pub struct ClientSettings {
     pub rules: String,
     /// The rule runtime's configuration.
     pub rules_config: RulesConfig,
-    /// How long the workload runs.
+    /// How long the workload runs unmeasured first.
+    pub warmup: Duration,
+    /// How long the workload runs measured, after the warm-up.
     pub duration: Duration,
     /// A request unanswered for this long is given up (and replaced).
     pub request_timeout: Duration,
@@ -190,54 +247,68 @@ pub struct ClientSettings {
 /// Runs one experiment on the testbed: server on `b`, client on `a`.
 pub fn run(tb: &Testbed, s: &ClientSettings) -> Result<ClientRun, TemplateError> {
     let p = tb.layout().paths[0].clone();
-    let shared = Arc::new(Shared { stop: AtomicBool::new(false), bulk_bytes: AtomicU64::new(0) });
-    let limit = s.duration + s.request_timeout + Duration::from_secs(30);
+    let shared = Arc::new(Shared { stop: AtomicBool::new(false), bulk: Mutex::new(Vec::new()) });
+    let limit = s.warmup + s.duration + s.request_timeout + Duration::from_secs(30);
     let (server, b_addr) = spawn_server(tb, SocketAddr::new(p.b_addr.into(), 0), shared.clone(), limit)?;
     let s2 = s.clone();
     let client = tb
-        .in_host("a", move || -> Result<ClientRun, TemplateError> {
+        .in_host("a", move || -> Result<(ClientRun, Instant), TemplateError> {
             let rt = runtime()?;
             rt.block_on(async move {
                 let node: Node<BasicHeader> = Node::bind(SocketAddr::new(p.a_addr.into(), 0), config()).await.context("binding the client node")?;
                 if !s2.rules.trim().is_empty() {
                     node.set_rules_source(&s2.rules, s2.rules_config).map_err(|e| TemplateError::Invalid(format!("rules: {e}")))?;
                 }
+                let started = Instant::now();
                 let mut run = match &s2.workload {
                     Workload::Transport { window, request, response } => {
-                        closed_loop(&node, b_addr, &s2, *window, *request, *response).await?
+                        closed_loop(&node, b_addr, &s2, started, *window, *request, *response).await?
                     }
-                    Workload::Priority { bulk_message, on, off, gap, request, response } => {
-                        on_off(&node, b_addr, &s2, *bulk_message, (*on, *off, *gap), *request, *response).await?
+                    Workload::Priority { bulk_message, bulk_in_flight, on, off, gap, request, response } => {
+                        let bulk = (*bulk_message, *bulk_in_flight);
+                        on_off(&node, b_addr, &s2, started, bulk, (*on, *off, *gap), *request, *response).await?
                     }
                 };
+                // The server runs until this node has closed: a peer gone
+                // first leaves this node's TCP channel waiting out its
+                // close-acknowledgement timeout (5 s per experiment). The
+                // bulk sender bounds what it queues, so the close's drain
+                // is short, and nothing after the window counts.
                 run.applied = node.rule_log();
                 let st = node.rule_stats();
                 run.evaluations = st.evaluations;
                 run.refused = st.rejected + st.failed;
                 node.close().await;
-                Ok(run)
+                Ok((run, started))
             })
         })
         .context("starting the client host")?;
     let res = client.join().map_err(|_| TemplateError::Failed("the client host panicked".into()));
     shared.stop.store(true, Ordering::Release);
-    let mut run = res??;
+    let (mut run, started) = res??;
     server.join().map_err(|_| TemplateError::Failed("the server host panicked".into()))??;
-    run.bulk_bytes = shared.bulk_bytes.load(Ordering::Relaxed);
+    let log = shared.bulk.lock().map(|l| l.clone()).unwrap_or_default();
+    let from = started + s.warmup;
+    run.bulk_bytes = bytes_in_window(&log, from, run.elapsed);
+    run.bulk_series = throughput_bins(&log, from, run.elapsed, Duration::from_millis(250)).into_iter().map(|(t, v)| (t + s.warmup, v)).collect();
     Ok(run)
 }
 
+/// The closed loop from `start`: exchanges answered, and requests given
+/// up, after the warm-up count; the loop runs on through it unchanged, so
+/// the measured window starts with the window of requests in flight.
 async fn closed_loop(
     node: &Node<BasicHeader>,
     dst: SocketAddr,
     s: &ClientSettings,
+    start: Instant,
     window: u32,
     request: usize,
     response: u32,
 ) -> Result<ClientRun, TemplateError> {
     let h = BasicHeader::new(BasicAddress::new(node.local_addr()), BasicAddress::new(dst), Transport::Braid);
-    let start = Instant::now();
-    let end = start + s.duration;
+    let measured = start + s.warmup;
+    let end = measured + s.duration;
     let mut outstanding: HashMap<u64, Instant> = HashMap::new();
     let mut next = 0u64;
     let mut run = ClientRun::default();
@@ -252,29 +323,37 @@ async fn closed_loop(
         if let Ok(Some(m)) = tokio::time::timeout(wait, node.recv()).await {
             if let Some((RESPONSE, id, _)) = m.raw_bytes().and_then(|b| parse(b)) {
                 if let Some(sent) = outstanding.remove(&id) {
-                    run.exchanges.push(Exchange { at: sent.duration_since(start), latency: sent.elapsed(), transport: m.header().proto });
+                    if Instant::now() >= measured {
+                        run.exchanges.push(Exchange { at: sent.duration_since(start), latency: sent.elapsed(), transport: m.header().proto });
+                    }
                 }
             }
         }
         let now = Instant::now();
         let before = outstanding.len();
         outstanding.retain(|_, t| now.duration_since(*t) < s.request_timeout);
-        run.expired += (before - outstanding.len()) as u64;
+        if now >= measured {
+            run.expired += (before - outstanding.len()) as u64;
+        }
         while (outstanding.len() as u32) < window && Instant::now() < end {
             send(next).await.context("sending a request")?;
             outstanding.insert(next, Instant::now());
             next += 1;
         }
     }
-    run.elapsed = start.elapsed();
+    run.elapsed = measured.elapsed();
     Ok(run)
 }
 
+/// Bulk from `start`; the on/off interactive phases start after the
+/// warm-up (bulk alone until then), so every run measures the same phases.
+#[allow(clippy::too_many_arguments)]
 async fn on_off(
     node: &Node<BasicHeader>,
     dst: SocketAddr,
     s: &ClientSettings,
-    bulk_message: usize,
+    origin: Instant,
+    (bulk_message, bulk_in_flight): (usize, usize),
     (on, off, gap): (Duration, Duration, Duration),
     request: usize,
     response: u32,
@@ -288,14 +367,24 @@ async fn on_off(
         let stop = stop.clone();
         let chunk = frame(BULK, 0, 0, bulk_message);
         tokio::spawn(async move {
+            let mut pending: std::collections::VecDeque<braid::node::Notify> = std::collections::VecDeque::new();
             while !stop.load(Ordering::Relaxed) {
-                if node.send(Message::raw(bulk_h.clone(), chunk.clone())).await.is_err() {
-                    break;
+                if pending.len() >= bulk_in_flight.max(1) {
+                    if let Some(mut oldest) = pending.pop_front() {
+                        if let braid::node::DeliveryStatus::Failed(_) = oldest.outcome().await {
+                            break;
+                        }
+                    }
+                }
+                match node.send_notify(Message::raw(bulk_h.clone(), chunk.clone())).await {
+                    Ok(n) => pending.push_back(n),
+                    Err(_) => break,
                 }
             }
         })
     };
-    let start = Instant::now();
+    let start = origin + s.warmup;
+    tokio::time::sleep_until(start.into()).await;
     let end = start + s.duration;
     let period = on + off;
     let mut run = ClientRun::default();
@@ -327,7 +416,7 @@ async fn on_off(
             }
         };
         if got {
-            run.exchanges.push(Exchange { at: sent.duration_since(start), latency: sent.elapsed(), transport: Transport::Tcp });
+            run.exchanges.push(Exchange { at: sent.duration_since(origin), latency: sent.elapsed(), transport: Transport::Tcp });
         } else {
             run.expired += 1;
         }
@@ -353,5 +442,32 @@ mod tests {
         assert_eq!(parse(&f), Some((REQUEST, 42, 4096)));
         assert_eq!(frame(BULK, 1, 0, 3).len(), HEADER, "never shorter than the header");
         assert_eq!(parse(&f[..12]), None);
+    }
+
+    /// Only what arrived inside the measured window counts: not the
+    /// warm-up's bytes, and not what the client's node drained after the
+    /// window (the old count took every byte until the client had closed,
+    /// over the window's length, and exceeded the link rate).
+    #[test]
+    fn bulk_bytes_count_only_inside_the_measured_window() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // 10 kB every 10 ms for 3 s: 8 Mbit/s; the window is [1 s, 2 s).
+        let arrivals: Vec<(Instant, u64)> = (0..300).map(|i| (t0 + ms(10 * i), 10_000)).collect();
+        let from = t0 + ms(1000);
+        assert_eq!(bytes_in_window(&arrivals, from, ms(1000)), 100 * 10_000);
+        assert_eq!(bytes_in_window(&arrivals, from, Duration::ZERO), 0);
+        assert_eq!(bytes_in_window(&arrivals, t0 + ms(5000), ms(1000)), 0, "after the log");
+        let bins = throughput_bins(&arrivals, from, ms(1000), ms(250));
+        assert_eq!(bins.len(), 4);
+        for (i, (at, mbps)) in bins.iter().enumerate() {
+            assert_eq!(*at, ms(250 * i as u64));
+            assert!((mbps - 8.0).abs() < 1e-9, "bin {i}: {mbps}");
+        }
+        // A partial last bin is scaled by its width.
+        let bins = throughput_bins(&arrivals, from, ms(1100), ms(250));
+        assert_eq!(bins.len(), 5);
+        assert!((bins[4].1 - 8.0).abs() < 1e-9, "{bins:?}");
+        assert!(throughput_bins(&arrivals, from, ms(1000), Duration::ZERO).is_empty());
     }
 }
