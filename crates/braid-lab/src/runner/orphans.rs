@@ -24,13 +24,15 @@ const MAX_SCANS: usize = 8;
 
 /// SIGKILL every process (other than this one) whose `BRAID_LAB_RECORDS`
 /// is one of `records`, until a scan of `proc` finds none; returns how many
-/// were killed. Processes of other users (unreadable environments) and
-/// processes that exit meanwhile are passed over.
+/// distinct processes were killed. Processes of other users (unreadable
+/// environments) and processes that exit meanwhile are passed over.
 pub(crate) fn kill_orphans(proc: &Path, records: &HashSet<OsString>) -> usize {
     if records.is_empty() {
         return 0;
     }
-    let mut killed = 0;
+    // A process dies some time after SIGKILL is sent: a rescan can still
+    // see it (and kill it again, harmlessly), so kills are counted by pid.
+    let mut killed = HashSet::new();
     for _ in 0..MAX_SCANS {
         let found = scan(proc, records);
         if found.is_empty() {
@@ -39,11 +41,11 @@ pub(crate) fn kill_orphans(proc: &Path, records: &HashSet<OsString>) -> usize {
         for pid in found {
             // SAFETY: kill has no memory effects; pid > 0 names one process.
             if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
-                killed += 1;
+                killed.insert(pid);
             }
         }
     }
-    killed
+    killed.len()
 }
 
 /// The pids under `proc` whose environment sets `BRAID_LAB_RECORDS` to one
@@ -112,13 +114,22 @@ mod tests {
     fn an_orphaned_process_of_a_stale_attempt_is_killed_and_no_other() {
         let tag = format!("/nonexistent/braid-orphans-{}", std::process::id());
         let spawn = |records: &str| {
-            Command::new("sleep")
+            let child = Command::new("sleep")
                 .arg("30")
                 .env(RECORDS_ENV, records)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .unwrap()
+                .unwrap();
+            // Until it has exec'd, the child shows this process's
+            // environment in /proc: wait for its own.
+            let began = Instant::now();
+            let environ = format!("/proc/{}/environ", child.id());
+            while !std::fs::read(&environ).is_ok_and(|e| records_of(&e) == Some(OsStr::new(records))) {
+                assert!(began.elapsed() < Duration::from_secs(10), "the child never exec'd");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            child
         };
         let mut stale = spawn(&format!("{tag}/stale/records.jsonl"));
         let mut other = spawn(&format!("{tag}/other/records.jsonl"));
