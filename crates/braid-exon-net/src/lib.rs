@@ -108,6 +108,19 @@ pub enum ExonSecurity {
     /// known hosts. The default until a node's own identity is configured.
     #[default]
     EphemeralIdentity,
+    /// Authenticated sessions with an Exon identity made at bind (from the
+    /// OS CSPRNG) and endorsed by `node` (its signature over the Exon key,
+    /// `braid_exon::Endorsement`): peers judge `node`'s key, as they do for
+    /// the node's other transports, while every bind has an Exon ID of its
+    /// own (processes sharing a key file stay distinct peers, and a
+    /// restarted process is a new peer, not a resumed one). What a node
+    /// with a key file uses.
+    Endorsed {
+        /// The node's long-term key pair (its key file).
+        node: Identity,
+        /// The trust decision for peers' (endorsing) keys.
+        verifier: Arc<dyn PeerVerifier>,
+    },
     /// Authenticated sessions with this identity, peers judged by
     /// `verifier` (e.g. over `braid_identity::TrustStore::authorize`).
     Authenticated {
@@ -138,6 +151,11 @@ impl ExonSecurity {
                 Identity::generate_os().map_err(|e| Error::Randomness(e.to_string()))?,
                 Arc::new(AcceptAnyKey),
             ),
+            ExonSecurity::Endorsed { node, verifier } => Security::endorsed(
+                Identity::generate_os().map_err(|e| Error::Randomness(e.to_string()))?,
+                node,
+                verifier.clone(),
+            ),
             ExonSecurity::Authenticated { identity, verifier } => {
                 Security::authenticated(identity.clone(), verifier.clone())
             }
@@ -150,6 +168,10 @@ impl std::fmt::Debug for ExonSecurity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ExonSecurity::EphemeralIdentity => f.write_str("EphemeralIdentity"),
+            ExonSecurity::Endorsed { node, .. } => f
+                .debug_struct("Endorsed")
+                .field("node_key", &node.public_key())
+                .finish_non_exhaustive(),
             ExonSecurity::Authenticated { identity, .. } => f
                 .debug_struct("Authenticated")
                 .field("public_key", &identity.public_key())

@@ -257,3 +257,44 @@ async fn batches_share_datagrams_and_arrive_once() {
         b.close().await;
     }
 }
+
+/// Binds a socket whose Exon key (fresh at bind) is endorsed by node key
+/// `node`, trusting only the node keys in `trusted`.
+async fn bind_endorsed(node: u64, trusted: &[u64]) -> ExonSocket {
+    let trusted: Vec<_> = trusted.iter().map(|&n| identity(n).public_key()).collect();
+    let verifier = move |_: std::net::SocketAddr, key: &braid_exon_net::PublicKey| {
+        if trusted.contains(key) { Ok(()) } else { Err(format!("unknown key {key}")) }
+    };
+    let mut cfg = config();
+    cfg.security = ExonSecurity::Endorsed { node: identity(node), verifier: Arc::new(verifier) };
+    ExonSocket::bind("127.0.0.1:0".parse().unwrap(), cfg).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_are_judged_by_the_node_key_that_endorses_their_exon_key() {
+    // a and a2 share node key 1 (one key file, two processes); b is node 2;
+    // c is node 3, whom nobody trusts.
+    let a = bind_endorsed(1, &[2]).await;
+    let a2 = bind_endorsed(1, &[2]).await;
+    let b = bind_endorsed(2, &[1]).await;
+    let c = bind_endorsed(3, &[1, 2]).await;
+    // Exon IDs are the sockets' own, not the shared node key's.
+    assert_ne!(a.id(), a2.id());
+    assert_ne!(a.id(), id(1));
+    for sender in [&a, &a2] {
+        let to_b = sender.connect(b.local_addr()).await.expect("b's node key is trusted");
+        assert_eq!(to_b, b.id());
+        let m = sender.send(to_b, Bytes::from_static(b"hello")).await.unwrap();
+        assert_eq!(tokio::time::timeout(Duration::from_secs(10), sender.next_outcome()).await.unwrap(), Some((m, Outcome::Delivered)));
+        let (from, msg) = tokio::time::timeout(Duration::from_secs(10), b.recv()).await.unwrap().unwrap();
+        assert_eq!((from, &msg[..]), (sender.id(), &b"hello"[..]));
+    }
+    // a refuses c at discovery: c's Exon key is endorsed by an unknown node key.
+    let err = a.connect(c.local_addr()).await.unwrap_err().to_string();
+    assert!(err.contains(&identity(3).public_key().to_string()), "{err}");
+    // c trusts b, but b refuses c's handshakes: nothing is delivered.
+    let to_b = c.connect(b.local_addr()).await.expect("c trusts b");
+    c.send(to_b, Bytes::from_static(b"intruder")).await.unwrap();
+    assert!(tokio::time::timeout(Duration::from_millis(1500), b.recv()).await.is_err());
+    assert!(b.stats().security.refused >= 1, "{:?}", b.stats().security);
+}

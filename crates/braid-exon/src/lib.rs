@@ -173,8 +173,8 @@ pub use machine::{
 };
 pub use node::{ExonCc, ExonNode, NodeConfig, NodeStats, Transmit, MAX_DATAGRAM_SIZE};
 pub use secure::{
-    AcceptAnyKey, Cipher, DiscoveryError, Identity, PeerVerifier, PublicKey, Security,
-    SecurityStats, SessionConfig,
+    AcceptAnyKey, Cipher, DiscoveryError, Endorsement, EndorsementError, Identity, PeerVerifier,
+    PublicKey, Security, SecurityStats, SessionConfig,
 };
 
 /// A node's logical identity. Peers are named by it, never by address.

@@ -330,8 +330,8 @@ impl ExonNode {
         let id = security.node_id();
         let machine = Machine::new(id, cfg.machine.clone(), persisted_clock);
         let secure = match security {
-            Security::Authenticated { identity, verifier } => {
-                Some(Sessions::new(identity, verifier, cfg.session.clone(), seed))
+            Security::Authenticated { identity, endorsement, verifier } => {
+                Some(Sessions::new(identity, endorsement, verifier, cfg.session.clone(), seed))
             }
             Security::InsecureNoAuth { .. } => None,
         };

@@ -4,15 +4,14 @@
 //!
 //! Exon names peers by [`NodeId`], the node by addresses. With
 //! authentication on (the default), a node's Exon ID is derived from its
-//! static public key and cannot be chosen: the first message to an Exon
-//! address asks the node there for its key ([`ExonSocket::connect`]), the
-//! socket's verifier judges it (known hosts, TOFU, or any key with the
-//! socket's default security), the handshake proves it, and the address's
-//! ID is cached. The receiver needs no reverse mapping: the sender's
+//! Exon key and cannot be chosen: the first message to an Exon address
+//! asks the node there for its key and the node key's endorsement of it
+//! ([`ExonSocket::connect`]), the node's trust store judges the endorsing
+//! key (known hosts or TOFU, as for TCP and Braid), the handshake proves
+//! the Exon key, and the address's ID is cached. The receiver needs no reverse mapping: the sender's
 //! address is in the Node header inside the frame, and Exon itself learns
 //! the sender's socket address from its authenticated datagrams (for its
-//! acknowledgements). The node's identity and trust come from
-//! `config.exon.security` ([`braid_exon_net::ExonSecurity`]).
+//! acknowledgements). See [`security`].
 //!
 //! Delivery notifications come from Exon's outcomes: `Delivered` when the
 //! destination acknowledged the message (it was delivered there exactly
@@ -61,21 +60,37 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// the node runs `InsecureNoAuth` (then the bare protocol, its ID derived
 /// from the socket's address at bind, see [`insecure_id`]).
 ///
-/// The sessions use an identity made for this node at bind
-/// ([`ExonSecurity::EphemeralIdentity`]), not the node's key file: Exon
-/// names a node by its key, and nodes that share a key file (every node of
-/// one user on one machine, by default) would share one Exon ID, so one
+/// The sessions use an Exon identity made for this node at bind and
+/// endorsed by the node's key ([`ExonSecurity::Endorsed`]): Exon names a
+/// node by its session key, and nodes that share a key file (every node of
+/// one user on one machine, by default) must not share an Exon ID, or one
 /// would take the other's messages for its own and a restart of either
-/// would be taken for a restart of both, which breaks exactly-once. Every
-/// datagram is sealed and node IDs cannot be forged, but peers' Exon keys
-/// are not judged against known hosts yet (the node's TCP and Braid
-/// transports are): binding an Exon identity to the node's key (signed by
-/// it) is what that needs.
-pub(crate) fn security(authenticated: bool) -> ExonSecurity {
-    if authenticated {
-        ExonSecurity::EphemeralIdentity
-    } else {
-        ExonSecurity::InsecureNoAuth { id: NodeId(0) }
+/// would be taken for a restart of both, which breaks exactly-once. Peers
+/// judge the endorsing key, against the same known hosts (or TOFU) as the
+/// node's TCP and Braid transports: a peer found by discovering its
+/// address as a server is judged by that address, one that starts a
+/// handshake as an accepted client is.
+pub(crate) fn security(keys: Option<&(braid_identity::Identity, Arc<braid_identity::TrustStore>)>) -> ExonSecurity {
+    match keys {
+        Some((identity, trust)) => ExonSecurity::Endorsed {
+            node: identity.clone(),
+            verifier: Arc::new(NodeTrust(crate::braid_link::peer_verifier(identity, trust))),
+        },
+        None => ExonSecurity::InsecureNoAuth { id: NodeId(0) },
+    }
+}
+
+/// The node's judgement of keys (the one its Braid transport uses) as
+/// Exon's verifier.
+struct NodeTrust(Arc<dyn braid_proto::PeerVerifier>);
+
+impl braid_exon::PeerVerifier for NodeTrust {
+    fn verify(&self, addr: SocketAddr, key: &braid_exon::PublicKey) -> Result<(), String> {
+        self.0.verify(addr, key)
+    }
+
+    fn verify_initiator(&self, addr: SocketAddr, key: &braid_exon::PublicKey) -> Result<(), String> {
+        self.0.verify_client(addr, key)
     }
 }
 

@@ -271,7 +271,7 @@ impl<H: Header> Node<H> {
         // One identity and trust store for Braid (Noise) and TCP (TLS 1.3).
         let keys = config.security.load()?;
         config.braid.security = crate::braid_link::security(keys.as_ref());
-        config.exon.security = crate::exon::security(keys.is_some());
+        config.exon.security = crate::exon::security(keys.as_ref());
         let tls = match &keys {
             Some((identity, trust)) => Some(
                 braid_tls::TlsSettings::new(identity, trust.clone())

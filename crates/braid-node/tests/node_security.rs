@@ -1,7 +1,8 @@
-//! The node secure by default (issue 17 items 4–5): two nodes with their
-//! own identities exchange messages over TCP (TLS 1.3) and Braid (Noise)
-//! when their known hosts list each other; an untrusted peer is refused on
-//! both, the refusal naming its key; files and TOFU; `InsecureNoAuth`.
+//! The node secure by default (issue 17 items 3–5): two nodes with their
+//! own identities exchange messages over TCP (TLS 1.3), Braid (Noise) and
+//! Exon (Noise sessions, Exon keys endorsed by the node keys) when their
+//! known hosts list each other; an untrusted peer is refused on all three,
+//! the refusal naming its key; files and TOFU; `InsecureNoAuth`.
 
 use std::time::Duration;
 
@@ -13,8 +14,10 @@ use common::{identity, keys};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
+const SECURED: [Transport; 3] = [Transport::Tcp, Transport::Braid, Transport::Exon];
+
 fn config(security: NodeAuth) -> NodeConfig {
-    NodeConfig { security, connect_timeout: Duration::from_secs(5), ..NodeConfig::default() }
+    NodeConfig { security, connect_timeout: Duration::from_secs(5), transports: SECURED.to_vec(), ..NodeConfig::default() }
 }
 
 async fn node(security: NodeAuth) -> Node<BasicHeader> {
@@ -39,7 +42,7 @@ async fn nodes_that_know_each_other_talk_over_tls_and_braid() {
     let b = node(keys(ib.clone(), &format!("127.0.0.1 {}", ia.public_key()))).await;
     assert_eq!(a.public_key(), Some(ia.public_key()));
     assert_eq!(a.trust_policy(), TrustPolicy::KnownHosts);
-    for t in [Transport::Tcp, Transport::Braid] {
+    for t in SECURED {
         assert_eq!(outcome(&a, &b, t, b"ping").await, DeliveryStatus::Delivered, "{t}");
         let m = tokio::time::timeout(LIMIT, b.recv()).await.unwrap().unwrap();
         assert_eq!(&m.raw_bytes().unwrap()[..], b"ping");
@@ -82,9 +85,14 @@ async fn an_untrusted_receiver_is_refused_on_tcp_and_braid() {
     assert!(reason.contains(&ib.public_key().to_string()), "{reason}");
     let braid = outcome(&a, &b, Transport::Braid, b"secret").await;
     assert!(matches!(braid, DeliveryStatus::Failed(_)), "{braid:?}");
+    // Exon: b's Exon key is endorsed by b's node key, which a does not know.
+    let exon = outcome(&a, &b, Transport::Exon, b"secret").await;
+    let reason = failed_reason(&exon);
+    assert!(reason.contains(&ib.public_key().to_string()), "{reason}");
     // Nothing reached b.
     assert!(tokio::time::timeout(Duration::from_millis(300), b.recv()).await.is_err());
-    assert_eq!(b.stats().tcp.messages_received + b.stats().braid.messages_received, 0);
+    let s = b.stats();
+    assert_eq!(s.tcp.messages_received + s.braid.messages_received + s.exon.messages_received, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,6 +105,13 @@ async fn an_untrusted_sender_is_refused_on_tcp_and_braid() {
         let status = outcome(&a, &b, t, b"secret").await;
         assert!(matches!(status, DeliveryStatus::Failed(_)), "{t}: {status:?}");
     }
+    // Exon: b refuses a's handshakes (a's endorsing key is unknown to it),
+    // keeping nothing for a; a keeps trying, and nothing is delivered.
+    let mut exon = a.send_notify(Message::raw(header(&a, &b, Transport::Exon), &b"secret"[..])).await.unwrap();
+    if let Ok(status) = tokio::time::timeout(Duration::from_millis(1500), exon.outcome()).await {
+        assert!(matches!(status, DeliveryStatus::Failed(_)), "{status:?}");
+    }
+    assert_eq!(b.stats().exon.messages_received, 0);
     // TCP: b's refusal reached a's connect (no message was sent, none acknowledged).
     let status = outcome(&a, &b, Transport::Tcp, b"again").await;
     assert!(failed_reason(&status).contains("refused"), "{status:?}");
@@ -119,6 +134,7 @@ async fn identity_files_and_tofu() {
     assert_ne!(a.public_key(), b.public_key());
     assert_eq!(outcome(&a, &b, Transport::Tcp, b"hi").await, DeliveryStatus::Delivered);
     assert_eq!(outcome(&a, &b, Transport::Braid, b"hi").await, DeliveryStatus::Delivered);
+    assert_eq!(outcome(&a, &b, Transport::Exon, b"hi").await, DeliveryStatus::Delivered);
     let learned = std::fs::read_to_string(da.path().join("known_hosts")).unwrap();
     assert!(learned.contains(&b.public_key().unwrap().to_string()), "{learned}");
 }
@@ -154,6 +170,23 @@ async fn tls_garbage_is_refused_and_the_node_keeps_working() {
     let m = tokio::time::timeout(LIMIT, b.recv()).await.unwrap().unwrap();
     assert_eq!(&m.raw_bytes().unwrap()[..], b"ok");
     assert_eq!(b.stats().tcp.messages_received, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_sharing_a_key_file_are_distinct_exon_peers() {
+    // Both trust only their own key (a node's own key is always trusted).
+    // Their Exon keys are endorsed by that one node key but are their own,
+    // so neither takes the other's messages for its own.
+    let id = identity(3);
+    let a = node(keys(id.clone(), "")).await;
+    let b = node(keys(id, "")).await;
+    assert_eq!(outcome(&a, &b, Transport::Exon, b"to b").await, DeliveryStatus::Delivered);
+    let m = tokio::time::timeout(LIMIT, b.recv()).await.unwrap().unwrap();
+    assert_eq!(&m.raw_bytes().unwrap()[..], b"to b");
+    assert_eq!(outcome(&b, &a, Transport::Exon, b"to a").await, DeliveryStatus::Delivered);
+    let m = tokio::time::timeout(LIMIT, a.recv()).await.unwrap().unwrap();
+    assert_eq!(&m.raw_bytes().unwrap()[..], b"to a");
+    assert_eq!((a.stats().exon.messages_received, b.stats().exon.messages_received), (1, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

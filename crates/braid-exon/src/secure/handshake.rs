@@ -4,7 +4,8 @@
 //! ```text
 //! initiator (knows the responder's key)              responder
 //! INIT  sender_index, IK msg 1 (-> e, es, s, ss),    ──▶  msg 1 checked, then the
-//!       payload: version, cipher, Ed25519 key, mac1        initiator's key (verifier),
+//!       payload: version, cipher, Ed25519 key,             endorsement's signature, then
+//!       endorsement field; mac1                            the judged key (verifier),
 //!                                                          before any state is kept
 //!                                                    ◀──  RESP  sender_index, receiver_index,
 //!                                                          IK msg 2 (<- e, ee, se), mac1
@@ -14,6 +15,8 @@
 //! identities; the responder checks that the Ed25519 key in the payload maps
 //! to the static key the handshake proved, and the node ID is derived from
 //! that Ed25519 key: a node cannot claim an ID whose key it does not hold.
+//! The payload's endorsement field ([`super::endorse`]) says which node key
+//! vouches for the initiator's key; the verifier judges that one.
 //! The responder answers message 1 at once (IK needs no state between the
 //! messages), so a half-open handshake costs it nothing.
 //!
@@ -27,16 +30,17 @@ use braid_identity::{Identity, PublicKey, X25519Public, KEY_LEN};
 use snow::params::NoiseParams;
 use snow::resolvers::{CryptoResolver, DefaultResolver, FallbackResolver};
 
+use super::endorse::{self, Endorsement, EndorsementError, ENDORSEMENT_FIELD_LEN};
 use super::keys::Cipher;
 
 /// The protocol name; both peers must use the same.
 const PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
 /// Bound to every handshake, so no other protocol's message is accepted.
-const PROLOGUE: &[u8] = b"braid-exon/1 IK";
+const PROLOGUE: &[u8] = b"braid-exon/2 IK";
 /// Version of the handshake payloads.
-const PAYLOAD_VERSION: u8 = 1;
-/// Initiator payload: version, cipher, Ed25519 key.
-const INIT_PAYLOAD_LEN: usize = 2 + KEY_LEN;
+const PAYLOAD_VERSION: u8 = 2;
+/// Initiator payload: version, cipher, Ed25519 key, endorsement field.
+const INIT_PAYLOAD_LEN: usize = 2 + KEY_LEN + ENDORSEMENT_FIELD_LEN;
 /// Noise message 1: e (32) ‖ encrypted s (32 + 16) ‖ encrypted payload.
 pub(crate) const MSG1_LEN: usize = 32 + 48 + INIT_PAYLOAD_LEN + 16;
 /// Noise message 2: e (32) ‖ encrypted payload (version, cipher).
@@ -55,6 +59,9 @@ pub enum HandshakeError {
     /// The Ed25519 key sent does not belong to the static key proved.
     #[error("the peer's Ed25519 key does not match its Noise static key")]
     KeyMismatch,
+    /// The endorsement sent does not vouch for the key proved.
+    #[error("the peer's endorsement: {0}")]
+    Endorsement(#[from] EndorsementError),
 }
 
 /// The traffic secrets a completed handshake yields, and the cipher.
@@ -124,6 +131,7 @@ impl Initiation {
     /// Message 1 to `responder`.
     pub(crate) fn start(
         identity: &Identity,
+        endorsement: Option<&Endorsement>,
         responder: &PublicKey,
         cipher: Cipher,
         seed: [u8; 32],
@@ -139,7 +147,8 @@ impl Initiation {
         let mut payload = [0u8; INIT_PAYLOAD_LEN];
         payload[0] = PAYLOAD_VERSION;
         payload[1] = cipher.code();
-        payload[2..].copy_from_slice(&identity.public_key().to_bytes());
+        payload[2..2 + KEY_LEN].copy_from_slice(&identity.public_key().to_bytes());
+        payload[2 + KEY_LEN..].copy_from_slice(&endorse::write_field(endorsement));
         let mut message = vec![0u8; MSG1_LEN];
         let len = state
             .write_message(&payload, &mut message)
@@ -190,13 +199,14 @@ pub(crate) struct Response {
 }
 
 /// Responder: reads message 1 and writes message 2 in one step.
-/// `authorize` judges the initiator's proved key before anything is kept;
-/// its refusal comes back as `Ok(Err(_))`.
+/// `authorize` judges the initiator's proved key and its checked
+/// endorsement before anything is kept; its refusal comes back as
+/// `Ok(Err(_))`.
 pub(crate) fn respond<E>(
     identity: &Identity,
     message: &[u8],
     seed: [u8; 32],
-    authorize: impl FnOnce(&PublicKey) -> Result<(), E>,
+    authorize: impl FnOnce(&PublicKey, Option<&Endorsement>) -> Result<(), E>,
 ) -> Result<Result<Response, E>, HandshakeError> {
     if message.len() != MSG1_LEN {
         return Err(HandshakeError::Authentication);
@@ -218,7 +228,7 @@ pub(crate) fn respond<E>(
     // Any cipher both speak: every node speaks both, so the initiator's.
     let cipher = Cipher::from_code(payload[1]).ok_or(HandshakeError::Payload("cipher"))?;
     let mut key = [0u8; KEY_LEN];
-    key.copy_from_slice(&payload[2..]);
+    key.copy_from_slice(&payload[2..2 + KEY_LEN]);
     let initiator =
         PublicKey::from_bytes(&key).map_err(|_| HandshakeError::Payload("initiator key"))?;
     let proved: [u8; KEY_LEN] = state
@@ -228,7 +238,8 @@ pub(crate) fn respond<E>(
     if !initiator.matches_x25519(&X25519Public(proved)) {
         return Err(HandshakeError::KeyMismatch);
     }
-    if let Err(refusal) = authorize(&initiator) {
+    let endorsement = endorse::read_field(&payload[2 + KEY_LEN..], &initiator)?;
+    if let Err(refusal) = authorize(&initiator, endorsement.as_ref()) {
         return Ok(Err(refusal));
     }
     let mut out = vec![0u8; MSG2_LEN];
@@ -259,9 +270,9 @@ mod tests {
     #[test]
     fn both_sides_derive_mirrored_secrets_and_learn_the_initiator() {
         let (i, r) = (identity(1), identity(2));
-        let mut hs = Initiation::start(&i, &r.public_key(), Cipher::Aes256Gcm, [1; 32]).unwrap();
+        let mut hs = Initiation::start(&i, None, &r.public_key(), Cipher::Aes256Gcm, [1; 32]).unwrap();
         assert_eq!(hs.message.len(), MSG1_LEN);
-        let resp = respond(&r, &hs.message, [2; 32], |_| Ok::<(), ()>(()))
+        let resp = respond(&r, &hs.message, [2; 32], |_, _| Ok::<(), ()>(()))
             .unwrap()
             .unwrap();
         assert_eq!(resp.message.len(), MSG2_LEN);
@@ -275,21 +286,42 @@ mod tests {
     #[test]
     fn any_altered_byte_or_wrong_responder_fails_and_refusal_comes_first() {
         let (i, r, other) = (identity(1), identity(2), identity(3));
-        let hs = Initiation::start(&i, &r.public_key(), Cipher::Aes256Gcm, [1; 32]).unwrap();
-        assert!(respond(&other, &hs.message, [2; 32], |_| Ok::<(), ()>(())).is_err());
+        let hs = Initiation::start(&i, None, &r.public_key(), Cipher::Aes256Gcm, [1; 32]).unwrap();
+        assert!(respond(&other, &hs.message, [2; 32], |_, _| Ok::<(), ()>(())).is_err());
         for k in 0..hs.message.len() {
             let mut bad = hs.message.clone();
             bad[k] ^= 0x01;
             assert!(
-                respond(&r, &bad, [2; 32], |_| Ok::<(), ()>(())).is_err(),
+                respond(&r, &bad, [2; 32], |_, _| Ok::<(), ()>(())).is_err(),
                 "byte {k}"
             );
         }
-        let refused = respond(&r, &hs.message, [2; 32], |k| {
+        let refused = respond(&r, &hs.message, [2; 32], |k, _| {
             assert_eq!(*k, i.public_key());
             Err("no")
         })
         .unwrap();
         assert!(matches!(refused, Err("no")));
+    }
+
+    #[test]
+    fn the_responder_learns_the_endorsing_key_and_refuses_a_forged_endorsement() {
+        let (i, r, node) = (identity(1), identity(2), identity(4));
+        let good = Endorsement::sign(&node, &i.public_key());
+        let hs = Initiation::start(&i, Some(&good), &r.public_key(), Cipher::Aes256Gcm, [1; 32]).unwrap();
+        let mut judged = None;
+        respond(&r, &hs.message, [2; 32], |k, e| {
+            assert_eq!(*k, i.public_key());
+            judged = e.cloned();
+            Ok::<(), ()>(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(judged, Some(good));
+        // An endorsement of another key, carried by a valid handshake.
+        let forged = Endorsement::sign(&node, &identity(5).public_key());
+        let hs = Initiation::start(&i, Some(&forged), &r.public_key(), Cipher::Aes256Gcm, [1; 32]).unwrap();
+        let result = respond(&r, &hs.message, [2; 32], |_, _| -> Result<(), ()> { panic!("judged a forged endorsement") });
+        assert!(matches!(result, Err(HandshakeError::Endorsement(EndorsementError::Signature))));
     }
 }

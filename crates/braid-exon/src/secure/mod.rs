@@ -32,6 +32,7 @@
 //! too: that is how a peer that restarted (and lost its sessions) is found
 //! again.
 
+pub mod endorse;
 pub mod handshake;
 pub mod keys;
 pub(crate) mod sessions;
@@ -41,7 +42,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use braid_identity::{Identity, PublicKey};
+pub use braid_identity::{Identity, PublicKey, KEY_LEN};
+pub use endorse::{Endorsement, EndorsementError, ENDORSEMENT_FIELD_LEN};
 pub use handshake::HandshakeError;
 pub use keys::{Cipher, ReplayWindow, REPLAY_WINDOW, TAG_LEN};
 pub(crate) use sessions::Sessions;
@@ -70,17 +72,33 @@ pub const MAC_LEN: usize = 16;
 pub const INIT_LEN: usize = 1 + 4 + handshake::MSG1_LEN + MAC_LEN;
 /// Length of a response: type, sender and receiver index, message 2, mac1.
 pub const RESP_LEN: usize = 1 + 4 + 4 + handshake::MSG2_LEN + MAC_LEN;
-/// Length of a key request: padded so that no reply is larger (no
-/// amplification by spoofed sources).
-pub const KEYREQ_LEN: usize = 64;
+/// Length of a key reply: type, the node's Exon key, its endorsement field.
+pub const KEYREPLY_LEN: usize = 1 + KEY_LEN + ENDORSEMENT_FIELD_LEN;
+/// Length of a key request: padded to the reply's length, so that a
+/// spoofed request gets no amplification.
+pub const KEYREQ_LEN: usize = KEYREPLY_LEN;
 
 /// Decides whether a peer that proved it holds `key` may talk to this node
 /// (known hosts, trust on first use). Called once per handshake, before any
 /// state is kept for the peer, and for a key learned by
 /// [`ExonNode::discover`](crate::ExonNode::discover) before it is used.
+///
+/// `key` is the key to judge: the endorsing node key when the peer
+/// presented a valid [`Endorsement`] of its Exon key (checked before the
+/// verifier is asked), else its Exon key itself.
 pub trait PeerVerifier: Send + Sync {
-    /// Accept or refuse the peer at `addr` with `key`; a refusal says why.
+    /// Accept or refuse the peer at `addr` with `key`, learned by
+    /// discovering `addr`; a refusal says why.
     fn verify(&self, addr: SocketAddr, key: &PublicKey) -> Result<(), String>;
+
+    /// Accept or refuse a peer that started a handshake from `addr`: its
+    /// address is where it happens to be, not who it is (the node judges an
+    /// accepted client the same way). By default the same as [`verify`].
+    ///
+    /// [`verify`]: PeerVerifier::verify
+    fn verify_initiator(&self, addr: SocketAddr, key: &PublicKey) -> Result<(), String> {
+        self.verify(addr, key)
+    }
 }
 
 impl<F> PeerVerifier for F
@@ -115,6 +133,9 @@ pub enum Security {
     Authenticated {
         /// This node's key pair.
         identity: Identity,
+        /// Another key's signature over `identity`'s public key, shown to
+        /// peers so that they judge that key instead ([`endorse`]).
+        endorsement: Option<Endorsement>,
         /// The trust decision for peers' keys.
         verifier: Arc<dyn PeerVerifier>,
     },
@@ -130,7 +151,15 @@ pub enum Security {
 impl Security {
     /// Authenticated with `identity`, judging peers with `verifier`.
     pub fn authenticated(identity: Identity, verifier: Arc<dyn PeerVerifier>) -> Security {
-        Security::Authenticated { identity, verifier }
+        Security::Authenticated { identity, endorsement: None, verifier }
+    }
+
+    /// Authenticated with a session `identity` of its own that `node`
+    /// endorses: peers judge `node`'s key, and the node ID is the session
+    /// identity's (so processes sharing `node` keep distinct IDs).
+    pub fn endorsed(identity: Identity, node: &Identity, verifier: Arc<dyn PeerVerifier>) -> Security {
+        let endorsement = Some(Endorsement::sign(node, &identity.public_key()));
+        Security::Authenticated { identity, endorsement, verifier }
     }
 
     /// True unless insecure.
@@ -150,9 +179,10 @@ impl Security {
 impl fmt::Debug for Security {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Security::Authenticated { identity, .. } => f
+            Security::Authenticated { identity, endorsement, .. } => f
                 .debug_struct("Authenticated")
                 .field("public_key", &identity.public_key())
+                .field("endorsed_by", &endorsement.as_ref().map(|e| *e.node_key()))
                 .finish_non_exhaustive(),
             Security::InsecureNoAuth { id } => {
                 f.debug_struct("InsecureNoAuth").field("id", id).finish()

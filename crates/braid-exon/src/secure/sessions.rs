@@ -20,11 +20,12 @@ use std::time::Duration;
 use braid_core::{Instant, Rng, RngCore, SeedableRng};
 use braid_identity::{Identity, PublicKey, KEY_LEN};
 
+use super::endorse::{self, Endorsement};
 use super::handshake::{self, Initiation, Secrets};
 use super::keys::{Cipher, ReplayWindow, TransportKey, TAG_LEN};
 use super::{
     mac1, mac1_key, mac_eq, DiscoveryError, PeerVerifier, SecurityStats, SessionConfig,
-    DATA_HEADER_LEN, INIT_LEN, KEYREQ_LEN, MAC_LEN, RESP_LEN, T_DATA, T_IDREPLY, T_INIT,
+    DATA_HEADER_LEN, INIT_LEN, KEYREPLY_LEN, KEYREQ_LEN, MAC_LEN, RESP_LEN, T_DATA, T_IDREPLY, T_INIT,
     T_KEYREPLY, T_KEYREQ, T_RESP,
 };
 use crate::NodeId;
@@ -88,6 +89,8 @@ pub(crate) enum Handled {
 
 pub(crate) struct Sessions {
     identity: Identity,
+    /// Shown to peers: the node key that vouches for `identity`.
+    endorsement: Option<Endorsement>,
     public: PublicKey,
     own_mac_key: [u8; 32],
     verifier: Arc<dyn PeerVerifier>,
@@ -120,6 +123,7 @@ impl std::fmt::Debug for Sessions {
 impl Sessions {
     pub(crate) fn new(
         identity: Identity,
+        endorsement: Option<Endorsement>,
         verifier: Arc<dyn PeerVerifier>,
         cfg: SessionConfig,
         seed: [u8; 32],
@@ -129,6 +133,7 @@ impl Sessions {
             own_mac_key: mac1_key(&public),
             public,
             identity,
+            endorsement,
             verifier,
             cfg,
             rng: Rng::from_seed(seed),
@@ -272,7 +277,7 @@ impl Sessions {
             return;
         };
         let Some(addr) = p.addr else { return };
-        let Ok(init) = Initiation::start(&self.identity, &p.key, self.cipher, seed) else {
+        let Ok(init) = Initiation::start(&self.identity, self.endorsement.as_ref(), &p.key, self.cipher, seed) else {
             return;
         };
         let mut packet = Vec::with_capacity(INIT_LEN);
@@ -383,9 +388,10 @@ impl Sessions {
             Some(&T_RESP) => self.on_resp(now, src, packet, stats),
             Some(&T_KEYREQ) => {
                 if packet.len() == KEYREQ_LEN {
-                    let mut reply = Vec::with_capacity(1 + KEY_LEN);
+                    let mut reply = Vec::with_capacity(KEYREPLY_LEN);
                     reply.push(T_KEYREPLY);
                     reply.extend_from_slice(&self.public.to_bytes());
+                    reply.extend_from_slice(&endorse::write_field(self.endorsement.as_ref()));
                     self.queue(stats, src, reply);
                 } else {
                     stats.unauthenticated += 1;
@@ -449,8 +455,8 @@ impl Sessions {
         let full = self.peers.len() >= self.cfg.max_peers;
         let verifier = self.verifier.clone();
         let peers = &self.peers;
-        let result = handshake::respond(&self.identity, msg1, seed, |key| {
-            verifier.verify(src, key)?;
+        let result = handshake::respond(&self.identity, msg1, seed, |key, endorsement| {
+            verifier.verify_initiator(src, &endorse::judged_key(key, endorsement))?;
             if full && !peers.contains_key(&NodeId::of(key)) {
                 return Err("peer table full".to_string());
             }
@@ -621,18 +627,21 @@ impl Sessions {
             stats.unauthenticated += 1;
             return; // unasked: ignored
         }
-        let key = <&[u8; KEY_LEN]>::try_from(&packet[1..])
-            .ok()
-            .and_then(|k| PublicKey::from_bytes(k).ok());
-        let Some(key) = key else {
+        let reply = (packet.len() == KEYREPLY_LEN)
+            .then(|| <&[u8; KEY_LEN]>::try_from(&packet[1..1 + KEY_LEN]).ok())
+            .flatten()
+            .and_then(|k| PublicKey::from_bytes(k).ok())
+            .and_then(|key| Some((key, endorse::read_field(&packet[1 + KEY_LEN..], &key).ok()?)));
+        let Some((key, endorsement)) = reply else {
             stats.auth_failed += 1;
             self.discovering.insert(src, (1, now)); // ask again
             return;
         };
         // The key is not proved yet: the handshake that follows proves it
         // (a forged key makes the handshake fail, never a session with an
-        // impostor). The verifier judges it first.
-        let result = match self.verifier.verify(src, &key) {
+        // impostor), and the endorsement's signature binds the node key to
+        // it. The verifier judges the node key first.
+        let result = match self.verifier.verify(src, &endorse::judged_key(&key, endorsement.as_ref())) {
             Ok(()) => Ok(self.add_peer(now, &key, src)),
             Err(reason) => {
                 stats.refused += 1;
