@@ -7,134 +7,24 @@
 //!
 //! The synthetic study is the redundancy study's shape: 5 schedulers × 3
 //! gains (configuration) × 8 RTT ratios × 4 loss rates × 4 flow sizes
-//! (environment) × 16 repetitions, built once in a temporary file. Before
+//! (environment) × 16 repetitions (`common/synthetic.rs`, shared with the
+//! web bench), built once in a temporary file. Before
 //! criterion's runs, a one-shot measurement prints a table and JSON.
 //!
 //! `cargo bench -p braid-lab --bench store`
 
 use std::hint::black_box;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use braid_lab::analysis::{self, BestQuery, Goal, Objective, ParetoQuery, ShowQuery};
-use braid_lab::param::{ParamDecl, ParamType, Params, Value};
-use braid_lab::plan::PlannedExperiment;
-use braid_lab::record::Record;
-use braid_lab::store::{ExperimentStatus, FinishedExperiment, ScalarQuery, Store, StudyRecord};
+use braid_lab::store::{FinishedExperiment, ScalarQuery, Store};
 use criterion::{BenchmarkId, Criterion, Throughput};
 
-const SCHEDULERS: [&str; 5] = ["minrtt", "redundant", "opportunistic", "redundant_if_queue_empty", "round_robin"];
-const GAINS: [i64; 3] = [1, 2, 3];
-const RTT_RATIOS: [i64; 8] = [1, 2, 3, 4, 5, 6, 8, 10];
-const LOSSES: [f64; 4] = [0.0, 0.01, 0.02, 0.05];
-const SIZES: [u64; 4] = [16 << 10, 256 << 10, 1 << 20, 8 << 20];
-const REPETITIONS: u32 = 16;
-const METRICS: [&str; 10] = [
-    "fct_s",
-    "bytes_on_wire",
-    "goodput_mbps",
-    "retransmits",
-    "rtt_p50_ms",
-    "rtt_p99_ms",
-    "cpu_s",
-    "redundancy_ratio",
-    "reorder_ms",
-    "loss_events",
-];
+#[allow(dead_code)]
+#[path = "common/synthetic.rs"]
+mod synthetic;
 
-const STUDY: &str = "synthetic-redundancy";
-
-
-/// Uniform in [-1, 1).
-fn noise(seed: u64) -> f64 {
-    (braid_core::splitmix64(seed) >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-}
-
-fn study_record() -> StudyRecord {
-    StudyRecord {
-        name: STUDY.into(),
-        file_path: None,
-        file_text: "# synthetic study for the store bench\n".into(),
-        template: "sim-multipath".into(),
-        template_version: 1,
-        params: vec![
-            ParamDecl::config("scheduler", ParamType::one_of(&SCHEDULERS), Value::Enum("minrtt".into())),
-            ParamDecl::config("cwnd_gain", ParamType::int_range(1, 8), Value::Int(1)),
-            ParamDecl::env("rtt_ratio", ParamType::int_range(1, 10), Value::Int(1)),
-            ParamDecl::env("loss", ParamType::float_range(0.0, 1.0), Value::Float(0.0)),
-            ParamDecl::env("bytes", ParamType::Size, Value::Size(1 << 20)),
-        ],
-        planned: (SCHEDULERS.len() * GAINS.len() * RTT_RATIOS.len() * LOSSES.len() * SIZES.len()) as u64
-            * u64::from(REPETITIONS),
-    }
-}
-
-/// The `i`-th experiment of the synthetic study with `metrics` scalars
-/// (the first ten are named, the rest `extra_N`).
-fn experiment(i: u64, metrics: usize) -> FinishedExperiment {
-    let mut k = i;
-    let rep = (k % u64::from(REPETITIONS)) as u32;
-    k /= u64::from(REPETITIONS);
-    let pick = |k: &mut u64, n: usize| {
-        let v = (*k % n as u64) as usize;
-        *k /= n as u64;
-        v
-    };
-    let s = pick(&mut k, SCHEDULERS.len());
-    let g = pick(&mut k, GAINS.len());
-    let r = pick(&mut k, RTT_RATIOS.len());
-    let l = pick(&mut k, LOSSES.len());
-    let b = pick(&mut k, SIZES.len());
-    let mut params = Params::default();
-    params.insert("scheduler", Value::Enum(SCHEDULERS[s].into()));
-    params.insert("cwnd_gain", Value::Int(GAINS[g]));
-    params.insert("rtt_ratio", Value::Int(RTT_RATIOS[r]));
-    params.insert("loss", Value::Float(LOSSES[l]));
-    params.insert("bytes", Value::Size(SIZES[b]));
-    let base = SIZES[b] as f64 / 1e6 * (1.0 + RTT_RATIOS[r] as f64 / 4.0) * (1.0 + 20.0 * LOSSES[l])
-        / (1.0 + s as f64 / 10.0)
-        + GAINS[g] as f64 * 0.01;
-    let records = (0..metrics)
-        .map(|m| {
-            let name = METRICS.get(m).map(|n| n.to_string()).unwrap_or_else(|| format!("extra_{m}"));
-            let value = base * (1.0 + m as f64) * (1.0 + 0.1 * noise(i * 131 + m as u64));
-            Record::Metric { name, value }
-        })
-        .collect();
-    FinishedExperiment {
-        planned: PlannedExperiment {
-            id: format!("{:016x}", braid_core::splitmix64(i ^ 0x5eed)),
-            template: "sim-multipath".into(),
-            template_version: 1,
-            params,
-            repetition: rep,
-            seed: braid_core::splitmix64(i),
-            timeout: Duration::from_secs(60),
-            exclusive: false,
-            expected: Duration::from_secs(1),
-        },
-        status: ExperimentStatus::Ok,
-        exit_code: Some(0),
-        error: None,
-        stderr_tail: String::new(),
-        started: 1.7e9 + i as f64,
-        ended: 1.7e9 + i as f64 + 0.5,
-        host: "bench".into(),
-        braid_version: "0.1.0".into(),
-        git_commit: "0000000".into(),
-        records,
-    }
-}
-
-/// Insert experiments `from..to`, one transaction each; the time taken.
-fn ingest(store: &mut Store, study: i64, from: u64, to: u64, metrics: usize) -> Duration {
-    let batch: Vec<FinishedExperiment> = (from..to).map(|i| experiment(i, metrics)).collect();
-    let t = Instant::now();
-    for e in &batch {
-        store.insert_experiment(study, e).expect("insert");
-    }
-    t.elapsed()
-}
+use synthetic::{experiment, fresh_store, ingest, median_time, study_record, METRICS, STUDY};
 
 fn show_query() -> ShowQuery {
     ShowQuery { study: STUDY.into(), ..ShowQuery::default() }
@@ -154,27 +44,6 @@ fn pareto_query(per_environment: bool) -> ParetoQuery {
         per_environment,
         filters: vec![],
     }
-}
-
-/// Median of `runs` timings of `f`.
-fn median_time(runs: usize, mut f: impl FnMut()) -> Duration {
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
-}
-
-fn fresh_store(dir: &Path, name: &str) -> (Store, i64) {
-    let path = dir.join(name);
-    let _ = std::fs::remove_file(&path);
-    let mut store = Store::open(&path).expect("open");
-    let id = store.upsert_study(&study_record()).expect("study");
-    (store, id)
 }
 
 fn main() {

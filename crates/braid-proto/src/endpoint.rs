@@ -186,6 +186,14 @@ enum CookieCheck {
 /// Bytes of a cookie: issue time (ms, 8 bytes) and a 128-bit SipHash MAC.
 const COOKIE_LEN: usize = 24;
 
+/// Most stateless answers (RETRYs to cookie-less Initials, refusals)
+/// waiting to be sent. Beyond it an Initial gets no answer (counted in
+/// [`EndpointStats::stateless_dropped`](crate::EndpointStats)): a flood of
+/// spoofed Initials that outpaces the socket cannot grow memory (at most
+/// about 100 KiB of answers, each under 100 bytes), and a real client whose
+/// Initial went unanswered retries after its timeout.
+pub const MAX_STATELESS_QUEUED: usize = 1024;
+
 /// A set of connections sharing one UDP socket. See the crate docs for a
 /// complete example.
 pub struct Endpoint {
@@ -200,12 +208,22 @@ pub struct Endpoint {
     next_handle: u64,
     events: VecDeque<Event>,
     /// Stateless answers (RETRY, refusals) waiting to be sent: from
-    /// (the local address the Initial reached), to, bytes.
+    /// (the local address the Initial reached), to, bytes. At most
+    /// [`MAX_STATELESS_QUEUED`].
     stateless: VecDeque<(Option<SocketAddr>, SocketAddr, Vec<u8>)>,
+    /// The next transmission is a stateless answer's turn (they alternate
+    /// with connections' packets, so a queue full of answers to a flood
+    /// delays a connection by one datagram, not a thousand).
+    stateless_turn: bool,
     /// Connections that may have something to send, in round-robin order.
     send_queue: VecDeque<ConnectionHandle>,
     /// Members of `send_queue`, so a handle is queued at most once.
     queued: HashSet<ConnectionHandle>,
+    /// This endpoint's public key as every RETRY carries it (empty without
+    /// authentication), encoded once: deriving it from the identity costs
+    /// a field inversion (the key's X25519 form), which per RETRY made
+    /// answering a flood of spoofed Initials the receiver's largest cost.
+    retry_key: Bytes,
     stats: EndpointStats,
 }
 
@@ -227,6 +245,10 @@ impl Endpoint {
 
     fn from_rng(config: EndpointConfig, mut rng: braid_core::Rng) -> Self {
         let cookie_key = (rng.next_u64(), rng.next_u64());
+        let retry_key = match config.security.credentials() {
+            Some(c) => Bytes::copy_from_slice(&c.identity.public_key().to_bytes()),
+            None => Bytes::new(),
+        };
         Endpoint {
             config,
             rng,
@@ -237,8 +259,10 @@ impl Endpoint {
             next_handle: 0,
             events: VecDeque::new(),
             stateless: VecDeque::new(),
+            stateless_turn: false,
             send_queue: VecDeque::new(),
             queued: HashSet::default(),
+            retry_key,
             stats: EndpointStats::default(),
         }
     }
@@ -520,6 +544,9 @@ impl Endpoint {
     }
 
     fn queue_retry(&mut self, now: Instant, local: Option<SocketAddr>, remote: SocketAddr, initial: &Header) {
+        if !self.stateless_room() {
+            return;
+        }
         let client_cid = initial.src_cid;
         let issued_ms = now.as_nanos() / 1_000_000;
         let mut cookie = Vec::with_capacity(COOKIE_LEN);
@@ -534,10 +561,7 @@ impl Endpoint {
             noise: Bytes::new(),
             // The server's identity, for the client to check (or learn)
             // before it sends its own.
-            server_key: match self.config.security.credentials() {
-                Some(c) => Bytes::copy_from_slice(&c.identity.public_key().to_bytes()),
-                None => Bytes::new(),
-            },
+            server_key: self.retry_key.clone(),
             path_id: 0,
             pn: 0,
             timestamp_us: 0,
@@ -547,6 +571,16 @@ impl Endpoint {
         wire::encode_header(&mut buf, &header);
         self.stats.retries_sent += 1;
         self.stateless.push_back((local, remote, buf));
+    }
+
+    /// Whether another stateless answer may be queued; counts a refusal.
+    /// Checked before an answer is built (a RETRY costs a MAC).
+    fn stateless_room(&mut self) -> bool {
+        let room = self.stateless.len() < MAX_STATELESS_QUEUED;
+        if !room {
+            self.stats.stateless_dropped += 1;
+        }
+        room
     }
 
     fn check_cookie(&self, now: Instant, remote: SocketAddr, client_cid: u64, cookie: &[u8]) -> CookieCheck {
@@ -584,6 +618,9 @@ impl Endpoint {
     /// it with). A client believes one only while handshaking, and only
     /// if it echoes the client's random connection ID.
     fn queue_close(&mut self, local: Option<SocketAddr>, remote: SocketAddr, client_cid: u64, code: u64, why: &str) {
+        if !self.stateless_room() {
+            return;
+        }
         let mut buf = Vec::with_capacity(64 + why.len());
         let header = Header {
             ty: PacketType::Accept,
@@ -625,11 +662,28 @@ impl Endpoint {
     /// nothing is to be sent now.
     pub fn poll_transmit(&mut self, now: Instant, max_datagrams: usize, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
-        if let Some((source, destination, packet)) = self.stateless.pop_front() {
-            buf.extend_from_slice(&packet);
-            self.count_sent(1, buf.len());
-            return Some(Transmit { destination, source, size: buf.len(), segment_size: None });
+        if self.stateless_turn || self.send_queue.is_empty() {
+            self.stateless_turn = false;
+            if let Some(t) = self.poll_stateless(buf) {
+                return Some(t);
+            }
         }
+        if let Some(t) = self.poll_connections(now, max_datagrams, buf) {
+            self.stateless_turn = true;
+            return Some(t);
+        }
+        self.poll_stateless(buf)
+    }
+
+    fn poll_stateless(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let (source, destination, packet) = self.stateless.pop_front()?;
+        buf.clear();
+        buf.extend_from_slice(&packet);
+        self.count_sent(1, buf.len());
+        Some(Transmit { destination, source, size: buf.len(), segment_size: None })
+    }
+
+    fn poll_connections(&mut self, now: Instant, max_datagrams: usize, buf: &mut Vec<u8>) -> Option<Transmit> {
         let max_datagrams = max_datagrams.max(1);
         // Round robin: each connection sends one batch, then goes to the back
         // of the queue if it may have more.

@@ -83,5 +83,6 @@ pub use config::{ConfigError, EndpointConfig, TransportConfig};
 pub use crypto::{AcceptAnyKey, CipherSuite, Credentials, PeerVerifier, Security};
 pub use endpoint::{
     CloseReason, ConnectError, ConnectionHandle, Endpoint, Event, PathError, RecvError, SendError, Transmit,
+    MAX_STATELESS_QUEUED,
 };
 pub use stats::{ConnectionStats, EndpointStats, PathInfo, SentPacketInfo};

@@ -37,6 +37,11 @@ pub struct EndpointStats {
     pub handshake_failures: u64,
     /// Handshakes refused because the peer's key is not trusted.
     pub peers_refused: u64,
+    /// Stateless answers (RETRY, refusals) not sent because
+    /// [`MAX_STATELESS_QUEUED`](crate::MAX_STATELESS_QUEUED)
+    /// were waiting already: what a flood of spoofed Initials gets beyond
+    /// that, so it cannot grow the queue.
+    pub stateless_dropped: u64,
 }
 
 /// Per-connection counters and estimates.

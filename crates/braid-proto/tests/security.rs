@@ -333,6 +333,51 @@ fn a_flood_of_spoofed_handshakes_and_packets_keeps_no_state() {
     same(&deliver(&mut net, conn, server, &msgs), &msgs);
 }
 
+/// A flood of cookie-less Initials arriving faster than the socket sends:
+/// the RETRY queue stops at its bound (the rest dropped and counted), and
+/// the connection's own packets are not stuck behind the queue: they take
+/// every other transmission, so the transfer goes on while it drains.
+#[test]
+fn answers_to_a_flood_are_bounded_and_do_not_starve_connections() {
+    let mut net = Net::new(13, TransportConfig::default());
+    let (conn, server) = connected(&mut net);
+    probe(&mut net, conn, server);
+    let before = net.b.stats();
+    let flood = braid_proto::MAX_STATELESS_QUEUED as u64 + 2_000;
+    for i in 0..flood {
+        let header = Header {
+            ty: PacketType::Initial,
+            dst_cid: 0,
+            src_cid: i + 1,
+            cookie: Bytes::new(),
+            noise: Bytes::new(),
+            server_key: Bytes::new(),
+            path_id: 0,
+            pn: 0,
+            timestamp_us: 1,
+            echo_timestamp_us: 0,
+        };
+        let mut d = Vec::new();
+        wire::encode_header(&mut d, &header);
+        wire::encode_frame(&mut d, &Frame::Ping);
+        d.resize(1200, 0);
+        let from: SocketAddr = format!("203.0.113.{}:{}", 1 + i % 200, 1024 + i % 50_000).parse().unwrap();
+        net.b.handle_datagram(net.now, from, Bytes::from(d));
+    }
+    let s = net.b.stats();
+    assert_eq!(s.retries_sent - before.retries_sent, braid_proto::MAX_STATELESS_QUEUED as u64, "{s:?}");
+    assert_eq!(s.stateless_dropped - before.stateless_dropped, 2_000, "{s:?}");
+    // The server has data for the client: it leaves within two
+    // transmissions, not after a thousand RETRYs.
+    net.b.send_message(server, message(7, 100)).unwrap();
+    let mut buf = Vec::new();
+    let firsts: Vec<SocketAddr> = (0..2).filter_map(|_| net.b.poll_transmit(net.now, 1, &mut buf).map(|t| t.destination)).collect();
+    assert!(firsts.contains(&addr(A)), "{firsts:?}");
+    // With the queue still full, a transfer completes.
+    let msgs: Vec<Bytes> = (0..20).map(|i| message(i, 4000)).collect();
+    same(&deliver(&mut net, conn, server, &msgs), &msgs);
+}
+
 #[test]
 fn a_client_that_moves_is_followed_once_its_new_address_answers() {
     let mut net = Net::new(11, TransportConfig::default());

@@ -4,6 +4,8 @@
 mod bench;
 mod bench_data;
 mod bench_exon;
+mod bench_flood;
+mod bench_handshake;
 mod bench_messages;
 mod bench_multipath;
 mod bench_priority;
@@ -102,8 +104,12 @@ enum BenchCommand {
     Stream(bench::StreamArgs),
     /// Exon exactly-once messaging vs kernel TCP over the emulator (one-way or RPC), with end-to-end checking.
     Exon(bench_exon::BenchExonArgs),
+    /// Legitimate Braid and Exon throughput under a flood of spoofed handshakes at the receiver (emulator).
+    Flood(bench_flood::BenchFloodArgs),
     /// Small-message rate and request/response latency per transport on loopback (Exon, Braid, Node, TCP, quinn).
     Messages(bench_messages::BenchMessagesArgs),
+    /// Connections established per second (connect, 1 byte each way, close): Braid vs quinn, TLS over TCP, TCP.
+    Handshake(bench_handshake::BenchHandshakeArgs),
     /// DTL priority scenarios over the emulator: Braid LEDBAT/MulTCP flows against kernel TCP, with a plot.
     Priority(bench_priority::BenchPriorityArgs),
     /// DATA (learned TCP/Braid mix) vs TCP only and Braid only over the emulator, and control-message latency.
@@ -299,7 +305,9 @@ pub fn main() -> ExitCode {
             Command::Sim(SimCommand::Priority(a)) => sim_priority::run(a).await,
             Command::Bench(BenchCommand::Stream(a)) => bench::run(a).await,
             Command::Bench(BenchCommand::Exon(a)) => bench_exon::run(a).await,
+            Command::Bench(BenchCommand::Flood(a)) => bench_flood::run(a).await,
             Command::Bench(BenchCommand::Messages(a)) => bench_messages::run(a).await,
+            Command::Bench(BenchCommand::Handshake(a)) => bench_handshake::run(a).await,
             Command::Bench(BenchCommand::Priority(a)) => bench_priority::run(a).await,
             Command::Bench(BenchCommand::Data(a)) => bench_data::run(a).await,
             Command::Bench(BenchCommand::Multipath(a)) => bench_multipath::run(a).await,

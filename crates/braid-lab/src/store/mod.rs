@@ -30,6 +30,7 @@
 mod error;
 mod lookup;
 mod model;
+mod page;
 mod query;
 mod read;
 pub mod schema;
@@ -45,6 +46,7 @@ pub use model::{
     ExperimentRow, ExperimentStatus, FinishedExperiment, LogRow, ParamValueCount, ParamValues, StatusCounts, StudyInfo,
     StudyRecord,
 };
+pub use page::{ExperimentPage, ExperimentPageQuery, ExperimentSort};
 pub use query::{ScalarPoint, ScalarQuery, ScalarTable};
 
 /// How long a statement waits for another process's lock before

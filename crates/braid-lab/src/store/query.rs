@@ -69,13 +69,15 @@ struct KeyValues {
 }
 
 impl KeyValues {
-    fn intern(&mut self, text: String, num: Option<f64>) -> u32 {
-        if let Some(&id) = self.ids.get(&text) {
+    /// The id of `text`; a copy is made only the first time it is seen
+    /// (a key takes a handful of values over tens of thousands of rows).
+    fn intern(&mut self, text: &str, num: Option<f64>) -> u32 {
+        if let Some(&id) = self.ids.get(text) {
             return id;
         }
         let id = self.values.len() as u32;
-        self.ids.insert(text.clone(), id);
-        self.values.push((text, num));
+        self.ids.insert(text.to_string(), id);
+        self.values.push((text.to_string(), num));
         id
     }
 
@@ -151,17 +153,17 @@ impl Store {
             let mut rows = st.query(rusqlite::params_from_iter(kb.iter())).map_err(|e| self.err(e))?;
             while let Some(r) = rows.next().map_err(|e| self.err(e))? {
                 let pk: i64 = r.get(0).map_err(|e| self.err(e))?;
-                let key: String = r.get(1).map_err(|e| self.err(e))?;
-                let text: String = r.get(2).map_err(|e| self.err(e))?;
+                let key = r.get_ref(1).map_err(|e| self.err(e))?.as_str().map_err(|e| self.err(e.into()))?;
+                let text = r.get_ref(2).map_err(|e| self.err(e))?.as_str().map_err(|e| self.err(e.into()))?;
                 let num: Option<f64> = r.get(3).map_err(|e| self.err(e))?;
-                if let (Some(&i), Some(slots)) = (key_index.get(key.as_str()), exp_key.get_mut(&pk)) {
+                if let (Some(&i), Some(slots)) = (key_index.get(key), exp_key.get_mut(&pk)) {
                     slots[i] = key_values[i].intern(text, num);
                 }
             }
         }
         for (i, kv) in key_values.iter_mut().enumerate() {
             if exp_key.values().any(|slots| slots[i] == unset) {
-                let id = kv.intern(UNSET.to_string(), None);
+                let id = kv.intern(UNSET, None);
                 for slots in exp_key.values_mut() {
                     if slots[i] == unset {
                         slots[i] = id;

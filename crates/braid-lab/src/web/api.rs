@@ -126,14 +126,8 @@ pub(crate) async fn experiments(
     Ok(Json(
         with_store(&app, move |store, _| {
             let info = find_study(store, &key)?;
-            let rows = store.experiments(info.id)?;
-            let (total, page) = select(&rows, &q)?;
-            Ok(ExperimentPage {
-                total,
-                page: q.page,
-                per_page: q.per_page,
-                experiments: page.into_iter().cloned().collect(),
-            })
+            let (total, experiments) = select(store, info.id, &q)?;
+            Ok(ExperimentPage { total, page: q.page, per_page: q.per_page, experiments })
         })
         .await?,
     ))

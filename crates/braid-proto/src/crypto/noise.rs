@@ -27,8 +27,10 @@
 //! directions' traffic secrets ([`super::packet_key`]).
 
 use braid_core::{Rng, RngCore, SeedableRng};
-use braid_identity::{Identity, PublicKey, KEY_LEN};
-use snow::params::NoiseParams;
+use braid_identity::{Identity, PublicKey, X25519Public, X25519Secret, KEY_LEN};
+use curve25519_dalek::MontgomeryPoint;
+use snow::params::{DHChoice, NoiseParams};
+use zeroize::Zeroizing;
 use snow::resolvers::{CryptoResolver, DefaultResolver, FallbackResolver};
 
 use super::packet_key::CipherSuite;
@@ -75,15 +77,97 @@ impl snow::types::Random for SeededRandom {
     }
 }
 
-struct SeededResolver(std::sync::Mutex<Option<Rng>>);
+/// X25519 (RFC 7748) for snow: the arithmetic of snow's default
+/// (curve25519-dalek's Montgomery ladder, so every handshake's bytes are
+/// the same) without its two needless costs per handshake and side (found
+/// profiling `braid bench handshake`): snow derives the static public key
+/// again from the private key, though the identity's X25519 form is known
+/// ([`StaticPair`]); and its build of curve25519-dalek has no precomputed
+/// tables, so each derivation (the ephemeral key's too) was a variable-base
+/// multiplication of the base point. Here the ephemeral key is a fixed-base
+/// multiplication with the tables. Measured: both keys of one side in
+/// about 30 µs instead of 96 µs, of about 700 µs for the whole handshake
+/// (both sides), most of which are IK's eight X25519 operations.
+struct Dh25519 {
+    private: Zeroizing<[u8; KEY_LEN]>,
+    public: [u8; KEY_LEN],
+    known: Option<StaticPair>,
+}
+
+/// The identity's X25519 key pair, the public half precomputed.
+#[derive(Clone)]
+struct StaticPair {
+    secret: X25519Secret,
+    public: X25519Public,
+}
+
+impl StaticPair {
+    fn of(identity: &Identity) -> StaticPair {
+        StaticPair { secret: identity.x25519_secret(), public: identity.x25519_public() }
+    }
+}
+
+impl snow::types::Dh for Dh25519 {
+    fn name(&self) -> &'static str {
+        "25519"
+    }
+    fn pub_len(&self) -> usize {
+        KEY_LEN
+    }
+    fn priv_len(&self) -> usize {
+        KEY_LEN
+    }
+    fn set(&mut self, private: &[u8]) {
+        let mut bytes = [0u8; KEY_LEN];
+        let n = private.len().min(KEY_LEN);
+        bytes[..n].copy_from_slice(&private[..n]);
+        *self.private = bytes;
+        // A plain comparison: both are our own key, nothing a peer sent.
+        let known = self.known.as_ref().filter(|k| k.secret.as_bytes() == &bytes);
+        self.public = match known {
+            Some(k) => *k.public.as_bytes(),
+            None => MontgomeryPoint::mul_base_clamped(bytes).to_bytes(),
+        };
+        bytes.fill(0);
+    }
+    fn generate(&mut self, rng: &mut dyn snow::types::Random) -> Result<(), snow::Error> {
+        rng.try_fill_bytes(&mut self.private[..])?;
+        self.public = MontgomeryPoint::mul_base_clamped(*self.private).to_bytes();
+        Ok(())
+    }
+    fn pubkey(&self) -> &[u8] {
+        &self.public
+    }
+    fn privkey(&self) -> &[u8] {
+        &self.private[..]
+    }
+    fn dh(&self, public: &[u8], out: &mut [u8]) -> Result<(), snow::Error> {
+        let point: [u8; KEY_LEN] = public.get(..KEY_LEN).and_then(|p| p.try_into().ok()).ok_or(snow::Error::Dh)?;
+        let shared = Zeroizing::new(MontgomeryPoint(point).mul_clamped(*self.private).to_bytes());
+        out.get_mut(..KEY_LEN).ok_or(snow::Error::Dh)?.copy_from_slice(&shared[..]);
+        Ok(())
+    }
+}
+
+struct SeededResolver {
+    rng: std::sync::Mutex<Option<Rng>>,
+    known: StaticPair,
+}
 
 impl CryptoResolver for SeededResolver {
     fn resolve_rng(&self) -> Option<Box<dyn snow::types::Random>> {
-        let rng = self.0.lock().ok()?.take()?;
+        let rng = self.rng.lock().ok()?.take()?;
         Some(Box::new(SeededRandom(rng)))
     }
-    fn resolve_dh(&self, _: &snow::params::DHChoice) -> Option<Box<dyn snow::types::Dh>> {
-        None
+    fn resolve_dh(&self, choice: &DHChoice) -> Option<Box<dyn snow::types::Dh>> {
+        match choice {
+            DHChoice::Curve25519 => Some(Box::new(Dh25519 {
+                private: Zeroizing::new([0; KEY_LEN]),
+                public: [0; KEY_LEN],
+                known: Some(self.known.clone()),
+            })),
+            _ => None,
+        }
     }
     fn resolve_hash(&self, _: &snow::params::HashChoice) -> Option<Box<dyn snow::types::Hash>> {
         None
@@ -93,9 +177,9 @@ impl CryptoResolver for SeededResolver {
     }
 }
 
-fn builder<'a>(seed: [u8; 32]) -> snow::Builder<'a> {
+fn builder<'a>(seed: [u8; 32], known: StaticPair) -> snow::Builder<'a> {
     let params: NoiseParams = PATTERN.parse().unwrap_or_else(|_| unreachable!("the pattern is valid"));
-    let seeded = SeededResolver(std::sync::Mutex::new(Some(Rng::from_seed(seed))));
+    let seeded = SeededResolver { rng: std::sync::Mutex::new(Some(Rng::from_seed(seed))), known };
     let resolver = FallbackResolver::new(Box::new(seeded), Box::new(DefaultResolver));
     snow::Builder::with_resolver(params, Box::new(resolver))
 }
@@ -134,11 +218,11 @@ impl ClientHandshake {
         cookie: &[u8],
         seed: [u8; 32],
     ) -> Result<ClientHandshake, HandshakeError> {
-        let secret = identity.x25519_secret();
+        let known = StaticPair::of(identity);
         let remote = server_key.to_x25519();
         let prologue = prologue(client_cid, cookie);
-        let mut state = builder(seed)
-            .local_private_key(secret.as_bytes())
+        let mut state = builder(seed, known.clone())
+            .local_private_key(known.secret.as_bytes())
             .and_then(|b| b.remote_public_key(remote.as_bytes()))
             .and_then(|b| b.prologue(&prologue))
             .and_then(|b| b.build_initiator())
@@ -199,10 +283,10 @@ pub(crate) fn respond<E>(
     seed: [u8; 32],
     authorize: impl FnOnce(&PublicKey) -> Result<(), E>,
 ) -> Result<Result<ServerHandshake, E>, HandshakeError> {
-    let secret = identity.x25519_secret();
+    let known = StaticPair::of(identity);
     let prologue = prologue(client_cid, cookie);
-    let mut state = builder(seed)
-        .local_private_key(secret.as_bytes())
+    let mut state = builder(seed, known.clone())
+        .local_private_key(known.secret.as_bytes())
         .and_then(|b| b.prologue(&prologue))
         .and_then(|b| b.build_responder())
         .map_err(|_| HandshakeError::Authentication)?;
@@ -306,6 +390,36 @@ mod tests {
         .unwrap();
         assert!(matches!(r, Err("unknown key")));
         assert_eq!(seen, Some(c.public_key()));
+    }
+
+    /// The faster X25519 is the same function: keys, shared secrets and so
+    /// the handshake's bytes equal snow's default resolver's.
+    #[test]
+    fn x25519_matches_snows_default() {
+        use snow::types::Dh;
+        let id = identity(7);
+        let mut ours = Dh25519 { private: Zeroizing::new([0; KEY_LEN]), public: [0; KEY_LEN], known: Some(StaticPair::of(&id)) };
+        let mut theirs = DefaultResolver.resolve_dh(&DHChoice::Curve25519).unwrap();
+        // The static key: taken from the identity, equal to the derived one.
+        ours.set(id.x25519_secret().as_bytes());
+        theirs.set(id.x25519_secret().as_bytes());
+        assert_eq!(ours.pubkey(), theirs.pubkey());
+        // Another key (not the identity's): derived.
+        ours.set(&[9; 32]);
+        theirs.set(&[9; 32]);
+        assert_eq!(ours.pubkey(), theirs.pubkey());
+        // Ephemeral keys from the same randomness.
+        let mut a = SeededRandom(Rng::from_seed([3; 32]));
+        let mut b = SeededRandom(Rng::from_seed([3; 32]));
+        ours.generate(&mut a).unwrap();
+        theirs.generate(&mut b).unwrap();
+        assert_eq!((ours.pubkey(), ours.privkey()), (theirs.pubkey(), theirs.privkey()));
+        let peer = identity(8).x25519_public();
+        let (mut x, mut y) = ([0u8; 32], [0u8; 32]);
+        ours.dh(peer.as_bytes(), &mut x).unwrap();
+        theirs.dh(peer.as_bytes(), &mut y).unwrap();
+        assert_eq!(x, y);
+        assert!(ours.dh(&[1; 31], &mut x).is_err(), "a short key is an error, not a panic");
     }
 
     #[test]

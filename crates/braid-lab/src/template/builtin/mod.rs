@@ -7,6 +7,8 @@ pub mod adapt;
 pub mod dash;
 pub mod data;
 pub mod exon;
+pub mod flood;
+pub mod handshake;
 pub mod messages;
 pub mod multipath;
 pub mod priority;
@@ -41,5 +43,7 @@ pub fn all() -> Vec<Arc<dyn Template>> {
         Arc::new(tarl_dpm::TarlDpm),
         Arc::new(dash::Dash),
         Arc::new(adapt::Adapt),
+        Arc::new(flood::Flood),
+        Arc::new(handshake::Handshake),
     ]
 }

@@ -4,7 +4,6 @@
 //! parameter, paginated, a failed experiment's stderr tail one click away
 //! (a `<details>` in its row).
 
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
@@ -13,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::QueryPairs;
 use crate::analysis::table::format_number;
-use crate::param::Value;
-use crate::store::{ExperimentRow, ExperimentStatus, ParamValues, Store, StudyInfo};
+use crate::store::{
+    ExperimentPageQuery, ExperimentRow, ExperimentSort, ExperimentStatus, ParamValues, Store, StudyInfo,
+};
 use crate::web::html::{esc, experiment_link, page, query, study_link, table, url};
 use crate::web::{with_store, App, WebError};
 
@@ -114,76 +114,41 @@ impl TableQuery {
 }
 
 /// The matching experiments, sorted: how many match, and the page's rows.
-pub fn select<'a>(rows: &'a [ExperimentRow], q: &TableQuery) -> Result<(usize, Vec<&'a ExperimentRow>), WebError> {
-    let mut matching: Vec<&ExperimentRow> = rows
-        .iter()
-        .filter(|r| q.status.is_none_or(|s| r.status == s))
-        .filter(|r| q.filters.iter().all(|(k, v)| r.params.0.get(k).is_some_and(|x| x.to_text() == *v)))
-        .collect();
-    if let Some(col) = &q.sort {
-        let key = SortKey::parse(col)?;
-        matching.sort_by(|a, b| key.compare(a, b, q.desc));
-    }
-    let total = matching.len();
-    let start = (q.page - 1).saturating_mul(q.per_page).min(total);
-    let end = start.saturating_add(q.per_page).min(total);
-    Ok((total, matching[start..end].to_vec()))
+/// Filtering, sorting and the cut run in SQL
+/// ([`Store::experiment_page`]): only the page's rows are read whole.
+pub fn select(store: &Store, study_id: i64, q: &TableQuery) -> Result<(usize, Vec<ExperimentRow>), WebError> {
+    let sort = q.sort.as_deref().map(sort_key).transpose()?;
+    let per_page = q.per_page as u64;
+    let page = store.experiment_page(
+        study_id,
+        &ExperimentPageQuery {
+            status: q.status,
+            filters: q.filters.clone(),
+            sort,
+            desc: q.desc,
+            offset: (q.page as u64).saturating_sub(1).saturating_mul(per_page),
+            limit: per_page,
+        },
+    )?;
+    Ok((usize::try_from(page.total).unwrap_or(usize::MAX), page.rows))
 }
 
-enum SortKey {
-    Id,
-    Status,
-    Repetition,
-    Param(String),
-    Metric(String),
-}
-
-impl SortKey {
-    fn parse(col: &str) -> Result<SortKey, WebError> {
-        Ok(match col {
-            "id" => SortKey::Id,
-            "status" => SortKey::Status,
-            "repetition" => SortKey::Repetition,
-            _ => match col.split_once(':') {
-                Some(("param", k)) => SortKey::Param(k.to_string()),
-                Some(("metric", m)) => SortKey::Metric(m.to_string()),
-                _ => {
-                    return Err(WebError::BadRequest(format!(
-                        "sort `{col}`: expected id, status, repetition, param:KEY or metric:NAME"
-                    )))
-                }
-            },
-        })
-    }
-
-    /// Numbers numerically, text by text, `desc` reversing that; a
-    /// missing value sorts last either way.
-    fn compare(&self, a: &ExperimentRow, b: &ExperimentRow, desc: bool) -> Ordering {
-        let dir = |o: Ordering| if desc { o.reverse() } else { o };
-        match self {
-            SortKey::Id => dir(a.id.cmp(&b.id)),
-            SortKey::Status => dir(a.status.as_str().cmp(b.status.as_str())),
-            SortKey::Repetition => dir(a.repetition.cmp(&b.repetition)),
-            SortKey::Param(k) => cmp_missing_last(a.params.0.get(k), b.params.0.get(k), |x, y| dir(cmp_values(x, y))),
-            SortKey::Metric(m) => cmp_missing_last(a.scalars.get(m), b.scalars.get(m), |x, y| dir(x.total_cmp(y))),
-        }
-    }
-}
-
-fn cmp_values(x: &Value, y: &Value) -> Ordering {
-    match (x.as_f64(), y.as_f64()) {
-        (Some(p), Some(q)) => p.total_cmp(&q),
-        _ => x.to_text().cmp(&y.to_text()),
-    }
-}
-
-fn cmp_missing_last<T>(a: Option<T>, b: Option<T>, f: impl Fn(&T, &T) -> Ordering) -> Ordering {
-    match (a, b) {
-        (Some(x), Some(y)) => f(&x, &y),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => Ordering::Equal,
-    }
+/// `id`, `status`, `repetition`, `param:KEY` or `metric:NAME`.
+fn sort_key(col: &str) -> Result<ExperimentSort, WebError> {
+    Ok(match col {
+        "id" => ExperimentSort::Id,
+        "status" => ExperimentSort::Status,
+        "repetition" => ExperimentSort::Repetition,
+        _ => match col.split_once(':') {
+            Some(("param", k)) => ExperimentSort::Param(k.to_string()),
+            Some(("metric", m)) => ExperimentSort::Metric(m.to_string()),
+            _ => {
+                return Err(WebError::BadRequest(format!(
+                    "sort `{col}`: expected id, status, repetition, param:KEY or metric:NAME"
+                )))
+            }
+        },
+    })
 }
 
 /// Everything the study page shows.
@@ -207,9 +172,7 @@ pub(crate) async fn page_study(
         let info = find_study(store, &name)?;
         let values = store.param_values(info.id)?;
         let metrics = store.metric_names(info.id)?;
-        let rows = store.experiments(info.id)?;
-        let (total, page) = select(&rows, &q2)?;
-        let page = page.into_iter().cloned().collect();
+        let (total, page) = select(store, info.id, &q2)?;
         Ok(StudyData { info, values, metrics, total, page })
     })
     .await?;

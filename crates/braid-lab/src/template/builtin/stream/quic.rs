@@ -57,7 +57,8 @@ fn unsupported(cc: CcAlgorithm) -> TemplateError {
     TemplateError::Invalid(format!("quinn has no `{cc}` congestion control: compare with cc = newreno or cubic"))
 }
 
-fn transport_config(braid: &TransportConfig) -> Result<quinn::TransportConfig, TemplateError> {
+/// quinn's transport parameters matching `braid`'s (see the module).
+pub fn transport_config(braid: &TransportConfig) -> Result<quinn::TransportConfig, TemplateError> {
     let mtu = braid.max_datagram_size;
     let window = |v: u64| VarInt::from_u64(v).context("window too large for QUIC");
     let initial_window = u64::from(braid.initial_window_packets) * u64::from(mtu);
