@@ -27,9 +27,24 @@ fn mptcp_aggregates_two_50_mbit_paths() {
     assert!(single <= 50e6, "single-path TCP got {:.2} Mbit/s, more than one path", single / 1e6);
     let multi = iperf3_bps(&iperf3(&tb, "b", "a", &b0, 6, 2, &["mptcpize", "run"]));
     let stats = tb.stats().unwrap();
+    // Aggregation shown two ways that do not depend on how fast this
+    // machine forwards: more than one 50 Mbit/s path can carry, and well
+    // above the single-path TCP measured on the same testbed a moment ago
+    // (a loaded 2-core CI runner forwards less than line rate for both).
+    let one_path = 50e6;
     assert!(
-        multi >= 90e6,
-        "MPTCP got {:.2} Mbit/s over two 50 Mbit/s paths, want >= 90; {stats:?}",
-        multi / 1e6
+        multi >= 1.1 * one_path && multi >= 1.5 * single,
+        "MPTCP got {:.2} Mbit/s over two 50 Mbit/s paths, want >= {:.0} (1.1 paths) and >= 1.5x single-path TCP ({:.2}); {stats:?}",
+        multi / 1e6,
+        1.1 * one_path / 1e6,
+        single / 1e6
     );
+    for path in &stats.paths {
+        assert!(
+            path.a2b.bytes_delivered >= 10_000_000,
+            "path {} carried only {} bytes: MPTCP did not use both paths; {stats:?}",
+            path.id,
+            path.a2b.bytes_delivered
+        );
+    }
 }
