@@ -24,17 +24,19 @@
 //! directions' traffic secrets ([`super::keys`]). Ephemeral keys come from
 //! the randomness the node was given (seeded per node life), never a
 //! thread RNG, so simulations stay deterministic.
+//!
+//! The handshake state machine (snow, X25519 with the identity's known
+//! public key and precomputed base-point tables, the split) is
+//! `braid_crypto::noise`, shared with braid-proto; this module owns Exon's
+//! part: the prologue, the payloads and their version, the exact message
+//! lengths and the endorsement.
 
-use braid_core::{Rng, RngCore, SeedableRng};
-use braid_identity::{Identity, PublicKey, X25519Public, KEY_LEN};
-use snow::params::NoiseParams;
-use snow::resolvers::{CryptoResolver, DefaultResolver, FallbackResolver};
+use braid_crypto::noise::{IkParams, Initiator, NoiseError, Responder};
+use braid_identity::{Identity, PublicKey, KEY_LEN};
 
 use super::endorse::{self, Endorsement, EndorsementError, ENDORSEMENT_FIELD_LEN};
 use super::keys::Cipher;
 
-/// The protocol name; both peers must use the same.
-const PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
 /// Bound to every handshake, so no other protocol's message is accepted.
 const PROLOGUE: &[u8] = b"braid-exon/2 IK";
 /// Version of the handshake payloads.
@@ -45,20 +47,19 @@ const INIT_PAYLOAD_LEN: usize = 2 + KEY_LEN + ENDORSEMENT_FIELD_LEN;
 pub(crate) const MSG1_LEN: usize = 32 + 48 + INIT_PAYLOAD_LEN + 16;
 /// Noise message 2: e (32) ‖ encrypted payload (version, cipher).
 pub(crate) const MSG2_LEN: usize = 32 + 2 + 16;
+/// Message 1 is the longer of the two.
+const PARAMS: IkParams<'static> = IkParams { prologue: PROLOGUE, max_message_len: MSG1_LEN };
 
 /// Why a handshake message was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HandshakeError {
-    /// Decryption or a Diffie-Hellman step failed: not from the peer we
-    /// expected, or altered on the way.
-    #[error("handshake message failed authentication")]
-    Authentication,
+    /// The Noise message failed (authentication, a key that is not the
+    /// proved one, a payload too long): see [`NoiseError`].
+    #[error(transparent)]
+    Noise(#[from] NoiseError),
     /// The payload inside a valid message is malformed.
     #[error("malformed handshake payload: {0}")]
     Payload(&'static str),
-    /// The Ed25519 key sent does not belong to the static key proved.
-    #[error("the peer's Ed25519 key does not match its Noise static key")]
-    KeyMismatch,
     /// The endorsement sent does not vouch for the key proved.
     #[error("the peer's endorsement: {0}")]
     Endorsement(#[from] EndorsementError),
@@ -71,50 +72,10 @@ pub(crate) struct Secrets {
     pub recv: [u8; 32],
 }
 
-/// Feeds snow the randomness the node passed in.
-struct SeededRandom(Rng);
-
-impl snow::types::Random for SeededRandom {
-    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), snow::Error> {
-        self.0.fill_bytes(dest);
-        Ok(())
-    }
-}
-
-struct SeededResolver(std::sync::Mutex<Option<Rng>>);
-
-impl CryptoResolver for SeededResolver {
-    fn resolve_rng(&self) -> Option<Box<dyn snow::types::Random>> {
-        let rng = self.0.lock().ok()?.take()?;
-        Some(Box::new(SeededRandom(rng)))
-    }
-    fn resolve_dh(&self, _: &snow::params::DHChoice) -> Option<Box<dyn snow::types::Dh>> {
-        None
-    }
-    fn resolve_hash(&self, _: &snow::params::HashChoice) -> Option<Box<dyn snow::types::Hash>> {
-        None
-    }
-    fn resolve_cipher(
-        &self,
-        _: &snow::params::CipherChoice,
-    ) -> Option<Box<dyn snow::types::Cipher>> {
-        None
-    }
-}
-
-fn builder<'a>(seed: [u8; 32]) -> snow::Builder<'a> {
-    let params: NoiseParams = PATTERN
-        .parse()
-        .unwrap_or_else(|_| unreachable!("the pattern is valid"));
-    let seeded = SeededResolver(std::sync::Mutex::new(Some(Rng::from_seed(seed))));
-    let resolver = FallbackResolver::new(Box::new(seeded), Box::new(DefaultResolver));
-    snow::Builder::with_resolver(params, Box::new(resolver))
-}
-
 /// The initiator's half-done handshake: message 1 written, message 2
 /// awaited.
 pub(crate) struct Initiation {
-    state: snow::HandshakeState,
+    initiator: Initiator,
     /// Message 1, resent as is until answered (the responder recognises a
     /// repeat by its ephemeral key and answers it the same way).
     pub message: Vec<u8>,
@@ -136,55 +97,38 @@ impl Initiation {
         cipher: Cipher,
         seed: [u8; 32],
     ) -> Result<Initiation, HandshakeError> {
-        let secret = identity.x25519_secret();
-        let remote = responder.to_x25519();
-        let mut state = builder(seed)
-            .local_private_key(secret.as_bytes())
-            .and_then(|b| b.remote_public_key(remote.as_bytes()))
-            .and_then(|b| b.prologue(PROLOGUE))
-            .and_then(|b| b.build_initiator())
-            .map_err(|_| HandshakeError::Authentication)?;
         let mut payload = [0u8; INIT_PAYLOAD_LEN];
         payload[0] = PAYLOAD_VERSION;
         payload[1] = cipher.code();
         payload[2..2 + KEY_LEN].copy_from_slice(&identity.public_key().to_bytes());
         payload[2 + KEY_LEN..].copy_from_slice(&endorse::write_field(endorsement));
-        let mut message = vec![0u8; MSG1_LEN];
-        let len = state
-            .write_message(&payload, &mut message)
-            .map_err(|_| HandshakeError::Authentication)?;
-        message.truncate(len);
+        let (initiator, message) = Initiator::start(identity, responder, &PARAMS, &payload, seed)?;
         Ok(Initiation {
-            state,
+            initiator,
             message,
             cipher,
         })
     }
 
-    /// Reads message 2: the traffic secrets, or why not. After a failure
-    /// the state is spent (snow's handshake state cannot be rolled back):
-    /// the caller starts a new initiation at its next retry.
+    /// Reads message 2: the traffic secrets, or why not. A message that
+    /// fails leaves the state as it was; the session layer nevertheless
+    /// drops the initiation after a failure and starts a fresh one at its
+    /// next retry.
     pub(crate) fn finish(&mut self, message: &[u8]) -> Result<Secrets, HandshakeError> {
         if message.len() != MSG2_LEN {
-            return Err(HandshakeError::Authentication);
+            return Err(NoiseError::Authentication.into());
         }
-        let mut payload = [0u8; MSG2_LEN];
-        let len = self
-            .state
-            .read_message(message, &mut payload)
-            .map_err(|_| HandshakeError::Authentication)?;
-        let payload = &payload[..len];
+        let (payload, traffic) = self.initiator.finish(message)?;
         if payload.len() != 2 || payload[0] != PAYLOAD_VERSION {
             return Err(HandshakeError::Payload("version"));
         }
         if Cipher::from_code(payload[1]) != Some(self.cipher) {
             return Err(HandshakeError::Payload("cipher"));
         }
-        let (i2r, r2i) = self.state.dangerously_get_raw_split();
         Ok(Secrets {
             cipher: self.cipher,
-            send: i2r,
-            recv: r2i,
+            send: traffic.send,
+            recv: traffic.recv,
         })
     }
 }
@@ -209,19 +153,10 @@ pub(crate) fn respond<E>(
     authorize: impl FnOnce(&PublicKey, Option<&Endorsement>) -> Result<(), E>,
 ) -> Result<Result<Response, E>, HandshakeError> {
     if message.len() != MSG1_LEN {
-        return Err(HandshakeError::Authentication);
+        return Err(NoiseError::Authentication.into());
     }
-    let secret = identity.x25519_secret();
-    let mut state = builder(seed)
-        .local_private_key(secret.as_bytes())
-        .and_then(|b| b.prologue(PROLOGUE))
-        .and_then(|b| b.build_responder())
-        .map_err(|_| HandshakeError::Authentication)?;
-    let mut payload = [0u8; MSG1_LEN];
-    let len = state
-        .read_message(message, &mut payload)
-        .map_err(|_| HandshakeError::Authentication)?;
-    let payload = &payload[..len];
+    let responder = Responder::read(identity, &PARAMS, message, seed)?;
+    let payload = responder.payload();
     if payload.len() != INIT_PAYLOAD_LEN || payload[0] != PAYLOAD_VERSION {
         return Err(HandshakeError::Payload("version or length"));
     }
@@ -231,30 +166,19 @@ pub(crate) fn respond<E>(
     key.copy_from_slice(&payload[2..2 + KEY_LEN]);
     let initiator =
         PublicKey::from_bytes(&key).map_err(|_| HandshakeError::Payload("initiator key"))?;
-    let proved: [u8; KEY_LEN] = state
-        .get_remote_static()
-        .and_then(|s| s.try_into().ok())
-        .ok_or(HandshakeError::Authentication)?;
-    if !initiator.matches_x25519(&X25519Public(proved)) {
-        return Err(HandshakeError::KeyMismatch);
-    }
-    let endorsement = endorse::read_field(&payload[2 + KEY_LEN..], &initiator)?;
+    let proved = responder.prove(&initiator)?;
+    let endorsement = endorse::read_field(&proved.payload()[2 + KEY_LEN..], &initiator)?;
     if let Err(refusal) = authorize(&initiator, endorsement.as_ref()) {
         return Ok(Err(refusal));
     }
-    let mut out = vec![0u8; MSG2_LEN];
-    let len = state
-        .write_message(&[PAYLOAD_VERSION, cipher.code()], &mut out)
-        .map_err(|_| HandshakeError::Authentication)?;
-    out.truncate(len);
-    let (i2r, r2i) = state.dangerously_get_raw_split();
+    let (out, traffic) = proved.respond(&[PAYLOAD_VERSION, cipher.code()])?;
     Ok(Ok(Response {
         initiator,
         message: out,
         secrets: Secrets {
             cipher,
-            send: r2i,
-            recv: i2r,
+            send: traffic.send,
+            recv: traffic.recv,
         },
     }))
 }

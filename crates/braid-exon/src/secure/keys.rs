@@ -24,160 +24,46 @@
 //! (X25519), and its 10 rounds instead of 14 matter here: on loopback, at
 //! a million 1 KiB messages a second, sealing and opening every byte is
 //! the largest cost encryption adds (AES-256-GCM stays selectable).
+//!
+//! The cipher suites (and their codes in the handshake payload, the same as
+//! braid-proto's), HKDF-Expand and the AEAD with its IV XOR nonce are
+//! `braid_crypto`'s; this module owns Exon's labels, its counter nonce and
+//! the replay window.
 
-use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
-use ring::hkdf;
+use braid_crypto::{KeyLabels, TrafficKey, NONCE_LEN, SECRET_LEN};
 
-/// Bytes an AEAD tag adds to a datagram.
-pub const TAG_LEN: usize = 16;
+/// The AEADs an Exon session can use: braid-crypto's suites. The fastest
+/// on this CPU is [`Cipher::fastest`].
+pub use braid_crypto::CipherSuite as Cipher;
+pub use braid_crypto::TAG_LEN;
+
 /// Counters a session's replay window spans (RFC 6479 suggests ≥ 1024 for
 /// reordering paths; 2048 lets a window of tens of thousands of datagrams
 /// per second reorder by a few milliseconds).
 pub const REPLAY_WINDOW: u64 = 2048;
-const SECRET_LEN: usize = 32;
-const IV_LEN: usize = aead::NONCE_LEN;
-
-/// The AEADs an Exon session can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Cipher {
-    /// AES-128-GCM: fastest with AES instructions.
-    Aes128Gcm,
-    /// AES-256-GCM.
-    Aes256Gcm,
-    /// ChaCha20-Poly1305: fastest without them.
-    ChaCha20Poly1305,
-}
-
-impl Cipher {
-    /// The faster of the two on this CPU.
-    pub fn preferred() -> Cipher {
-        if aes_is_accelerated() {
-            Cipher::Aes128Gcm
-        } else {
-            Cipher::ChaCha20Poly1305
-        }
-    }
-
-    /// Its code in the handshake payload.
-    pub(crate) fn code(self) -> u8 {
-        match self {
-            Cipher::Aes256Gcm => 1,
-            Cipher::ChaCha20Poly1305 => 2,
-            Cipher::Aes128Gcm => 3,
-        }
-    }
-
-    pub(crate) fn from_code(code: u8) -> Option<Cipher> {
-        match code {
-            1 => Some(Cipher::Aes256Gcm),
-            2 => Some(Cipher::ChaCha20Poly1305),
-            3 => Some(Cipher::Aes128Gcm),
-            _ => None,
-        }
-    }
-
-    /// The name used in statistics and JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Cipher::Aes128Gcm => "aes-128-gcm",
-            Cipher::Aes256Gcm => "aes-256-gcm",
-            Cipher::ChaCha20Poly1305 => "chacha20-poly1305",
-        }
-    }
-
-    fn aead(self) -> &'static aead::Algorithm {
-        match self {
-            Cipher::Aes128Gcm => &aead::AES_128_GCM,
-            Cipher::Aes256Gcm => &aead::AES_256_GCM,
-            Cipher::ChaCha20Poly1305 => &aead::CHACHA20_POLY1305,
-        }
-    }
-}
-
-fn aes_is_accelerated() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("aes")
-            && std::arch::is_x86_feature_detected!("pclmulqdq")
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        std::arch::is_aarch64_feature_detected!("aes")
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        false
-    }
-}
-
-/// HKDF output length as `ring` wants it.
-struct Len(usize);
-
-impl hkdf::KeyType for Len {
-    fn len(&self) -> usize {
-        self.0
-    }
-}
-
-/// HKDF-Expand(secret, label) into `out` (RFC 5869 §2.3).
-fn expand(secret: &[u8; SECRET_LEN], label: &[u8], out: &mut [u8]) {
-    let prk = hkdf::Prk::new_less_safe(hkdf::HKDF_SHA256, secret);
-    let info = [label];
-    // Cannot fail: the lengths used here are far below 255 × 32 bytes.
-    if let Ok(okm) = prk.expand(&info, Len(out.len())) {
-        let _ = okm.fill(out);
-    }
-}
+/// The labels of a transport key and IV (a change is a wire change).
+const LABELS: KeyLabels = KeyLabels { key: b"braid-exon/1 key", iv: b"braid-exon/1 iv" };
 
 /// One direction's key and IV.
-pub(crate) struct TransportKey {
-    key: LessSafeKey,
-    iv: [u8; IV_LEN],
-}
-
-impl std::fmt::Debug for TransportKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TransportKey(..)")
-    }
-}
+#[derive(Debug)]
+pub(crate) struct TransportKey(TrafficKey);
 
 impl TransportKey {
     /// The key derived from a traffic secret.
     pub(crate) fn new(cipher: Cipher, secret: &[u8; SECRET_LEN]) -> TransportKey {
-        let alg = cipher.aead();
-        let mut key_bytes = [0u8; SECRET_LEN];
-        expand(secret, b"braid-exon/1 key", &mut key_bytes[..alg.key_len()]);
-        let mut iv = [0u8; IV_LEN];
-        expand(secret, b"braid-exon/1 iv", &mut iv);
-        // Cannot fail: the key has the algorithm's length.
-        let unbound = UnboundKey::new(alg, &key_bytes[..alg.key_len()])
-            .unwrap_or_else(|_| unreachable!("key length matches the algorithm"));
-        key_bytes.fill(0);
-        TransportKey {
-            key: LessSafeKey::new(unbound),
-            iv,
-        }
+        TransportKey(TrafficKey::new(cipher, secret, &LABELS))
     }
 
-    fn nonce(&self, counter: u64) -> Nonce {
-        let mut n = self.iv;
-        for (b, x) in n[IV_LEN - 8..].iter_mut().zip(counter.to_be_bytes()) {
-            *b ^= x;
-        }
-        Nonce::assume_unique_for_key(n)
+    /// The counter, big-endian, in the last 8 bytes; the IV is XORed with it.
+    fn packet_nonce(counter: u64) -> [u8; NONCE_LEN] {
+        let mut n = [0u8; NONCE_LEN];
+        n[NONCE_LEN - 8..].copy_from_slice(&counter.to_be_bytes());
+        n
     }
 
     /// Seals `payload` in place and returns the tag to append.
     pub(crate) fn seal(&self, counter: u64, header: &[u8], payload: &mut [u8]) -> [u8; TAG_LEN] {
-        let mut out = [0u8; TAG_LEN];
-        // Sealing fails only for payloads beyond ~64 GiB.
-        if let Ok(tag) =
-            self.key
-                .seal_in_place_separate_tag(self.nonce(counter), Aad::from(header), payload)
-        {
-            out.copy_from_slice(tag.as_ref());
-        }
-        out
+        self.0.seal_in_place_separate_tag(Self::packet_nonce(counter), header, payload)
     }
 
     /// Opens `ciphertext_and_tag` in place: the plaintext length, or `None`
@@ -188,10 +74,7 @@ impl TransportKey {
         header: &[u8],
         ciphertext_and_tag: &mut [u8],
     ) -> Option<usize> {
-        self.key
-            .open_in_place(self.nonce(counter), Aad::from(header), ciphertext_and_tag)
-            .ok()
-            .map(|plain| plain.len())
+        self.0.open_in_place(Self::packet_nonce(counter), header, ciphertext_and_tag)
     }
 }
 

@@ -1,7 +1,8 @@
 //! Authenticated, encrypted Exon: per-peer sessions in WireGuard's style
 //! (Donenfeld, *WireGuard: Next Generation Kernel Network Tunnel*, NDSS
 //! 2017, §5), over the Noise IK handshake ([`handshake`]) and AEAD
-//! transport keys ([`keys`]).
+//! transport keys ([`keys`]), both built on `braid_crypto` (shared with
+//! braid-proto).
 //!
 //! The model: a node is its static key pair ([`Identity`]); its [`NodeId`]
 //! is derived from the public key, so it cannot be chosen and travels in no
@@ -44,6 +45,7 @@ use std::time::Duration;
 
 pub use braid_identity::{Identity, PublicKey, KEY_LEN};
 pub use endorse::{Endorsement, EndorsementError, ENDORSEMENT_FIELD_LEN};
+pub use braid_crypto::NoiseError;
 pub use handshake::HandshakeError;
 pub use keys::{Cipher, ReplayWindow, REPLAY_WINDOW, TAG_LEN};
 pub(crate) use sessions::Sessions;

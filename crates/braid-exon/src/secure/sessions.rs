@@ -137,7 +137,7 @@ impl Sessions {
             verifier,
             cfg,
             rng: Rng::from_seed(seed),
-            cipher: Cipher::preferred(),
+            cipher: Cipher::fastest(),
             sessions: HashMap::new(),
             pending: HashMap::new(),
             answered: HashMap::new(),

@@ -7,6 +7,10 @@
 //! - [`protection`]: a connection's keys in both directions, sealing and
 //!   opening whole packets, and when to update keys.
 //!
+//! The Noise IK state machine, the cipher suites and the AEAD keys
+//! themselves are `braid_crypto`'s (shared with Exon); these modules hold
+//! what is Braid's: payloads, prologue, labels, nonces, header protection.
+//!
 //! What it guarantees (the QUIC / WireGuard model): a packet whose tag does
 //! not verify changes no state at all (no ACK, close, flow-control update,
 //! path migration or replay-window advance); a peer is only talked to once
@@ -26,6 +30,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use braid_identity::{Identity, PublicKey};
+pub use braid_crypto::NoiseError;
 pub use noise::HandshakeError;
 pub use packet_key::{CipherSuite, TAG_LEN};
 

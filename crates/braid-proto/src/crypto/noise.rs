@@ -25,35 +25,31 @@
 //!
 //! After message 2 both sides take Noise's `Split()` (§5.2) as the two
 //! directions' traffic secrets ([`super::packet_key`]).
+//!
+//! The handshake state machine (snow, the faster X25519 with the
+//! identity's known public key, the split) is `braid_crypto::noise`,
+//! shared with Exon; this module owns Braid's part: the prologue, the
+//! payloads, their version and the suite negotiation.
 
-use braid_core::{Rng, RngCore, SeedableRng};
-use braid_identity::{Identity, PublicKey, X25519Public, X25519Secret, KEY_LEN};
-use curve25519_dalek::MontgomeryPoint;
-use snow::params::{DHChoice, NoiseParams};
-use zeroize::Zeroizing;
-use snow::resolvers::{CryptoResolver, DefaultResolver, FallbackResolver};
+use braid_crypto::noise::{IkParams, Initiator, NoiseError, Responder};
+use braid_identity::{Identity, PublicKey, KEY_LEN};
 
 use super::packet_key::CipherSuite;
 use crate::wire::MAX_NOISE_LEN;
 
-/// The protocol name; both peers must use the same.
-const PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
 /// Version of the handshake payload.
 const PAYLOAD_VERSION: u8 = 1;
 
 /// Why a handshake message was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HandshakeError {
-    /// Decryption or a Diffie-Hellman step failed: not from the peer we
-    /// expected, or altered on the way.
-    #[error("handshake message failed authentication")]
-    Authentication,
+    /// The Noise message failed (authentication, a key that is not the
+    /// proved one, a payload too long): see [`NoiseError`].
+    #[error(transparent)]
+    Noise(#[from] NoiseError),
     /// The payload inside a valid message is malformed.
     #[error("malformed handshake payload: {0}")]
     Payload(&'static str),
-    /// The Ed25519 key sent does not belong to the static key proved.
-    #[error("the peer's Ed25519 key does not match its Noise static key")]
-    KeyMismatch,
     /// The peers share no cipher suite.
     #[error("no cipher suite in common")]
     NoCommonSuite,
@@ -66,124 +62,6 @@ pub(crate) struct Secrets {
     pub recv: [u8; 32],
 }
 
-/// Feeds snow the randomness the endpoint passed in (its ephemeral keys),
-/// so the simulator's runs stay deterministic and no thread RNG is used.
-struct SeededRandom(Rng);
-
-impl snow::types::Random for SeededRandom {
-    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), snow::Error> {
-        self.0.fill_bytes(dest);
-        Ok(())
-    }
-}
-
-/// X25519 (RFC 7748) for snow: the arithmetic of snow's default
-/// (curve25519-dalek's Montgomery ladder, so every handshake's bytes are
-/// the same) without its two needless costs per handshake and side (found
-/// profiling `braid bench handshake`): snow derives the static public key
-/// again from the private key, though the identity's X25519 form is known
-/// ([`StaticPair`]); and its build of curve25519-dalek has no precomputed
-/// tables, so each derivation (the ephemeral key's too) was a variable-base
-/// multiplication of the base point. Here the ephemeral key is a fixed-base
-/// multiplication with the tables. Measured: both keys of one side in
-/// about 30 µs instead of 96 µs, of about 700 µs for the whole handshake
-/// (both sides), most of which are IK's eight X25519 operations.
-struct Dh25519 {
-    private: Zeroizing<[u8; KEY_LEN]>,
-    public: [u8; KEY_LEN],
-    known: Option<StaticPair>,
-}
-
-/// The identity's X25519 key pair, the public half precomputed.
-#[derive(Clone)]
-struct StaticPair {
-    secret: X25519Secret,
-    public: X25519Public,
-}
-
-impl StaticPair {
-    fn of(identity: &Identity) -> StaticPair {
-        StaticPair { secret: identity.x25519_secret(), public: identity.x25519_public() }
-    }
-}
-
-impl snow::types::Dh for Dh25519 {
-    fn name(&self) -> &'static str {
-        "25519"
-    }
-    fn pub_len(&self) -> usize {
-        KEY_LEN
-    }
-    fn priv_len(&self) -> usize {
-        KEY_LEN
-    }
-    fn set(&mut self, private: &[u8]) {
-        let mut bytes = [0u8; KEY_LEN];
-        let n = private.len().min(KEY_LEN);
-        bytes[..n].copy_from_slice(&private[..n]);
-        *self.private = bytes;
-        // A plain comparison: both are our own key, nothing a peer sent.
-        let known = self.known.as_ref().filter(|k| k.secret.as_bytes() == &bytes);
-        self.public = match known {
-            Some(k) => *k.public.as_bytes(),
-            None => MontgomeryPoint::mul_base_clamped(bytes).to_bytes(),
-        };
-        bytes.fill(0);
-    }
-    fn generate(&mut self, rng: &mut dyn snow::types::Random) -> Result<(), snow::Error> {
-        rng.try_fill_bytes(&mut self.private[..])?;
-        self.public = MontgomeryPoint::mul_base_clamped(*self.private).to_bytes();
-        Ok(())
-    }
-    fn pubkey(&self) -> &[u8] {
-        &self.public
-    }
-    fn privkey(&self) -> &[u8] {
-        &self.private[..]
-    }
-    fn dh(&self, public: &[u8], out: &mut [u8]) -> Result<(), snow::Error> {
-        let point: [u8; KEY_LEN] = public.get(..KEY_LEN).and_then(|p| p.try_into().ok()).ok_or(snow::Error::Dh)?;
-        let shared = Zeroizing::new(MontgomeryPoint(point).mul_clamped(*self.private).to_bytes());
-        out.get_mut(..KEY_LEN).ok_or(snow::Error::Dh)?.copy_from_slice(&shared[..]);
-        Ok(())
-    }
-}
-
-struct SeededResolver {
-    rng: std::sync::Mutex<Option<Rng>>,
-    known: StaticPair,
-}
-
-impl CryptoResolver for SeededResolver {
-    fn resolve_rng(&self) -> Option<Box<dyn snow::types::Random>> {
-        let rng = self.rng.lock().ok()?.take()?;
-        Some(Box::new(SeededRandom(rng)))
-    }
-    fn resolve_dh(&self, choice: &DHChoice) -> Option<Box<dyn snow::types::Dh>> {
-        match choice {
-            DHChoice::Curve25519 => Some(Box::new(Dh25519 {
-                private: Zeroizing::new([0; KEY_LEN]),
-                public: [0; KEY_LEN],
-                known: Some(self.known.clone()),
-            })),
-            _ => None,
-        }
-    }
-    fn resolve_hash(&self, _: &snow::params::HashChoice) -> Option<Box<dyn snow::types::Hash>> {
-        None
-    }
-    fn resolve_cipher(&self, _: &snow::params::CipherChoice) -> Option<Box<dyn snow::types::Cipher>> {
-        None
-    }
-}
-
-fn builder<'a>(seed: [u8; 32], known: StaticPair) -> snow::Builder<'a> {
-    let params: NoiseParams = PATTERN.parse().unwrap_or_else(|_| unreachable!("the pattern is valid"));
-    let seeded = SeededResolver { rng: std::sync::Mutex::new(Some(Rng::from_seed(seed))), known };
-    let resolver = FallbackResolver::new(Box::new(seeded), Box::new(DefaultResolver));
-    snow::Builder::with_resolver(params, Box::new(resolver))
-}
-
 /// `braid/3 IK` ‖ client CID ‖ cookie.
 fn prologue(client_cid: u64, cookie: &[u8]) -> Vec<u8> {
     let mut p = Vec::with_capacity(18 + cookie.len());
@@ -193,9 +71,13 @@ fn prologue(client_cid: u64, cookie: &[u8]) -> Vec<u8> {
     p
 }
 
+fn params(prologue: &[u8]) -> IkParams<'_> {
+    IkParams { prologue, max_message_len: MAX_NOISE_LEN }
+}
+
 /// The client's half-done handshake: message 1 is sent, message 2 awaited.
 pub(crate) struct ClientHandshake {
-    state: snow::HandshakeState,
+    initiator: Initiator,
     /// Message 1, resent as is with every repeated Initial.
     pub message: Vec<u8>,
     server_key: PublicKey,
@@ -218,24 +100,15 @@ impl ClientHandshake {
         cookie: &[u8],
         seed: [u8; 32],
     ) -> Result<ClientHandshake, HandshakeError> {
-        let known = StaticPair::of(identity);
-        let remote = server_key.to_x25519();
-        let prologue = prologue(client_cid, cookie);
-        let mut state = builder(seed, known.clone())
-            .local_private_key(known.secret.as_bytes())
-            .and_then(|b| b.remote_public_key(remote.as_bytes()))
-            .and_then(|b| b.prologue(&prologue))
-            .and_then(|b| b.build_initiator())
-            .map_err(|_| HandshakeError::Authentication)?;
+        let count = u8::try_from(suites.len()).map_err(|_| HandshakeError::Payload("too many suites"))?;
         let mut payload = Vec::with_capacity(2 + suites.len() + KEY_LEN);
         payload.push(PAYLOAD_VERSION);
-        payload.push(suites.len() as u8);
+        payload.push(count);
         payload.extend(suites.iter().map(|s| s.code()));
         payload.extend_from_slice(&identity.public_key().to_bytes());
-        let mut message = vec![0u8; MAX_NOISE_LEN];
-        let len = state.write_message(&payload, &mut message).map_err(|_| HandshakeError::Authentication)?;
-        message.truncate(len);
-        Ok(ClientHandshake { state, message, server_key, suites: suites.to_vec() })
+        let prologue = prologue(client_cid, cookie);
+        let (initiator, message) = Initiator::start(identity, &server_key, &params(&prologue), &payload, seed)?;
+        Ok(ClientHandshake { initiator, message, server_key, suites: suites.to_vec() })
     }
 
     /// The server's key this handshake was addressed to.
@@ -245,9 +118,7 @@ impl ClientHandshake {
 
     /// Reads message 2: the traffic secrets, or why not.
     pub(crate) fn finish(mut self, message: &[u8]) -> Result<Secrets, HandshakeError> {
-        let mut payload = [0u8; MAX_NOISE_LEN];
-        let len = self.state.read_message(message, &mut payload).map_err(|_| HandshakeError::Authentication)?;
-        let payload = &payload[..len];
+        let (payload, traffic) = self.initiator.finish(message)?;
         let (&version, rest) = payload.split_first().ok_or(HandshakeError::Payload("empty"))?;
         if version != PAYLOAD_VERSION {
             return Err(HandshakeError::Payload("version"));
@@ -257,8 +128,7 @@ impl ClientHandshake {
             .and_then(|&c| CipherSuite::from_code(c))
             .filter(|s| self.suites.contains(s))
             .ok_or(HandshakeError::NoCommonSuite)?;
-        let (i2r, r2i) = self.state.dangerously_get_raw_split();
-        Ok(Secrets { suite, send: i2r, recv: r2i })
+        Ok(Secrets { suite, send: traffic.send, recv: traffic.recv })
     }
 }
 
@@ -283,16 +153,9 @@ pub(crate) fn respond<E>(
     seed: [u8; 32],
     authorize: impl FnOnce(&PublicKey) -> Result<(), E>,
 ) -> Result<Result<ServerHandshake, E>, HandshakeError> {
-    let known = StaticPair::of(identity);
     let prologue = prologue(client_cid, cookie);
-    let mut state = builder(seed, known.clone())
-        .local_private_key(known.secret.as_bytes())
-        .and_then(|b| b.prologue(&prologue))
-        .and_then(|b| b.build_responder())
-        .map_err(|_| HandshakeError::Authentication)?;
-    let mut payload = [0u8; MAX_NOISE_LEN];
-    let len = state.read_message(message, &mut payload).map_err(|_| HandshakeError::Authentication)?;
-    let payload = &payload[..len];
+    let responder = Responder::read(identity, &params(&prologue), message, seed)?;
+    let payload = responder.payload();
     let (&version, rest) = payload.split_first().ok_or(HandshakeError::Payload("empty"))?;
     if version != PAYLOAD_VERSION {
         return Err(HandshakeError::Payload("version"));
@@ -306,23 +169,14 @@ pub(crate) fn respond<E>(
     let mut key = [0u8; KEY_LEN];
     key.copy_from_slice(&rest[count..]);
     let client_key = PublicKey::from_bytes(&key).map_err(|_| HandshakeError::Payload("client key"))?;
-    let remote_static = state.get_remote_static().ok_or(HandshakeError::Authentication)?;
-    let proved = braid_identity::X25519Public(remote_static.try_into().map_err(|_| HandshakeError::Authentication)?);
-    if !client_key.matches_x25519(&proved) {
-        return Err(HandshakeError::KeyMismatch);
-    }
+    let proved = responder.prove(&client_key)?;
     // Our first preference that the client offers.
     let suite = suites.iter().copied().find(|s| offered.contains(s)).ok_or(HandshakeError::NoCommonSuite)?;
     if let Err(refusal) = authorize(&client_key) {
         return Ok(Err(refusal));
     }
-    let mut message = vec![0u8; MAX_NOISE_LEN];
-    let len = state
-        .write_message(&[PAYLOAD_VERSION, suite.code()], &mut message)
-        .map_err(|_| HandshakeError::Authentication)?;
-    message.truncate(len);
-    let (i2r, r2i) = state.dangerously_get_raw_split();
-    Ok(Ok(ServerHandshake { client_key, message, secrets: Secrets { suite, send: r2i, recv: i2r } }))
+    let (message, traffic) = proved.respond(&[PAYLOAD_VERSION, suite.code()])?;
+    Ok(Ok(ServerHandshake { client_key, message, secrets: Secrets { suite, send: traffic.send, recv: traffic.recv } }))
 }
 
 #[cfg(test)]
@@ -360,21 +214,19 @@ mod tests {
     #[test]
     fn a_client_addressing_another_key_fails() {
         let (c, s, other) = (identity(1), identity(2), identity(3));
-        assert!(matches!(handshake(&c, other.public_key(), &s), Err(HandshakeError::Authentication)));
+        assert!(matches!(handshake(&c, other.public_key(), &s), Err(HandshakeError::Noise(NoiseError::Authentication))));
     }
 
+    /// The prologue binds the client's connection ID and the cookie.
     #[test]
-    fn a_changed_prologue_or_altered_message_fails() {
+    fn another_cookie_or_connection_id_fails() {
         let (c, s) = (identity(1), identity(2));
         let suites = CipherSuite::preferred();
         let hs = ClientHandshake::start(&c, &suites, s.public_key(), 42, b"cookie", [1; 32]).unwrap();
-        let other_cookie = respond(&s, &suites, 42, b"cookiX", &hs.message, [2; 32], |_| Ok::<(), ()>(()));
-        assert!(other_cookie.is_err());
-        for i in 0..hs.message.len() {
-            let mut bad = hs.message.clone();
-            bad[i] ^= 0x10;
-            assert!(respond(&s, &suites, 42, b"cookie", &bad, [2; 32], |_| Ok::<(), ()>(())).is_err(), "byte {i}");
-        }
+        let ok = |cid, cookie: &[u8]| respond(&s, &suites, cid, cookie, &hs.message, [2; 32], |_| Ok::<(), ()>(())).is_ok();
+        assert!(ok(42, b"cookie"));
+        assert!(!ok(42, b"cookiX"));
+        assert!(!ok(43, b"cookie"));
     }
 
     #[test]
@@ -390,36 +242,6 @@ mod tests {
         .unwrap();
         assert!(matches!(r, Err("unknown key")));
         assert_eq!(seen, Some(c.public_key()));
-    }
-
-    /// The faster X25519 is the same function: keys, shared secrets and so
-    /// the handshake's bytes equal snow's default resolver's.
-    #[test]
-    fn x25519_matches_snows_default() {
-        use snow::types::Dh;
-        let id = identity(7);
-        let mut ours = Dh25519 { private: Zeroizing::new([0; KEY_LEN]), public: [0; KEY_LEN], known: Some(StaticPair::of(&id)) };
-        let mut theirs = DefaultResolver.resolve_dh(&DHChoice::Curve25519).unwrap();
-        // The static key: taken from the identity, equal to the derived one.
-        ours.set(id.x25519_secret().as_bytes());
-        theirs.set(id.x25519_secret().as_bytes());
-        assert_eq!(ours.pubkey(), theirs.pubkey());
-        // Another key (not the identity's): derived.
-        ours.set(&[9; 32]);
-        theirs.set(&[9; 32]);
-        assert_eq!(ours.pubkey(), theirs.pubkey());
-        // Ephemeral keys from the same randomness.
-        let mut a = SeededRandom(Rng::from_seed([3; 32]));
-        let mut b = SeededRandom(Rng::from_seed([3; 32]));
-        ours.generate(&mut a).unwrap();
-        theirs.generate(&mut b).unwrap();
-        assert_eq!((ours.pubkey(), ours.privkey()), (theirs.pubkey(), theirs.privkey()));
-        let peer = identity(8).x25519_public();
-        let (mut x, mut y) = ([0u8; 32], [0u8; 32]);
-        ours.dh(peer.as_bytes(), &mut x).unwrap();
-        theirs.dh(peer.as_bytes(), &mut y).unwrap();
-        assert_eq!(x, y);
-        assert!(ours.dh(&[1; 31], &mut x).is_err(), "a short key is an error, not a panic");
     }
 
     #[test]

@@ -20,188 +20,64 @@
 //! - key update (RFC 9001 §6) derives the next secret with
 //!   `"braid/3 ku"`; the header-protection key stays.
 //!
-//! Cipher: AES-128-GCM where the CPU has AES instructions (QUIC's and TLS
-//! 1.3's default suite; 10 AES rounds to AES-256's 14, the same GHASH, and
-//! the same 2^23-packet limit per key, RFC 9001 §6.6), then AES-256-GCM;
-//! ChaCha20-Poly1305 first where AES is not accelerated. All through
-//! `ring`, whose implementations use the hardware.
+//! The suites (and their codes in the handshake payload), HKDF-Expand and
+//! the AEAD with its IV XOR nonce are `braid_crypto`'s, shared with Exon;
+//! this module owns Braid's labels, its nonce (path ID ‖ packet number),
+//! header protection and key update.
 
-use ring::aead::{self, quic, Aad, LessSafeKey, Nonce, UnboundKey};
-use ring::hkdf;
+use braid_crypto::hkdf::expand_array;
+use braid_crypto::{KeyLabels, TrafficKey, NONCE_LEN, SECRET_LEN};
+use ring::aead::quic;
 
-/// Bytes an AEAD tag adds to a packet.
-pub const TAG_LEN: usize = 16;
+pub use braid_crypto::{CipherSuite, TAG_LEN};
+
 /// Bytes of ciphertext sampled for header protection.
 pub(crate) const SAMPLE_LEN: usize = 16;
 /// The key-phase bit in a sealed packet's type byte.
 pub(crate) const KEY_PHASE_BIT: u8 = 0x40;
-const SECRET_LEN: usize = 32;
-const IV_LEN: usize = aead::NONCE_LEN;
-
-/// The packet ciphers Braid speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CipherSuite {
-    /// AES-128-GCM: fastest with AES instructions (x86-64 AES-NI, ARMv8 AES).
-    Aes128Gcm,
-    /// AES-256-GCM: a 256-bit key, at about 1.3 times AES-128's cost per byte.
-    Aes256Gcm,
-    /// ChaCha20-Poly1305: fastest without them.
-    ChaCha20Poly1305,
-}
-
-impl CipherSuite {
-    /// Every suite, the ones this CPU runs faster first.
-    pub fn preferred() -> [CipherSuite; 3] {
-        if aes_is_accelerated() {
-            [CipherSuite::Aes128Gcm, CipherSuite::Aes256Gcm, CipherSuite::ChaCha20Poly1305]
-        } else {
-            [CipherSuite::ChaCha20Poly1305, CipherSuite::Aes128Gcm, CipherSuite::Aes256Gcm]
-        }
-    }
-
-    /// The suite's code in the handshake payload.
-    pub(crate) fn code(self) -> u8 {
-        match self {
-            CipherSuite::Aes256Gcm => 1,
-            CipherSuite::ChaCha20Poly1305 => 2,
-            CipherSuite::Aes128Gcm => 3,
-        }
-    }
-
-    pub(crate) fn from_code(code: u8) -> Option<Self> {
-        match code {
-            1 => Some(CipherSuite::Aes256Gcm),
-            2 => Some(CipherSuite::ChaCha20Poly1305),
-            3 => Some(CipherSuite::Aes128Gcm),
-            _ => None,
-        }
-    }
-
-    /// The name used in statistics and JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            CipherSuite::Aes128Gcm => "aes-128-gcm",
-            CipherSuite::Aes256Gcm => "aes-256-gcm",
-            CipherSuite::ChaCha20Poly1305 => "chacha20-poly1305",
-        }
-    }
-
-    fn aead(self) -> &'static aead::Algorithm {
-        match self {
-            CipherSuite::Aes128Gcm => &aead::AES_128_GCM,
-            CipherSuite::Aes256Gcm => &aead::AES_256_GCM,
-            CipherSuite::ChaCha20Poly1305 => &aead::CHACHA20_POLY1305,
-        }
-    }
-
-    fn header_protection(self) -> &'static quic::Algorithm {
-        match self {
-            CipherSuite::Aes128Gcm => &quic::AES_128,
-            CipherSuite::Aes256Gcm => &quic::AES_256,
-            CipherSuite::ChaCha20Poly1305 => &quic::CHACHA20,
-        }
-    }
-
-    /// Packets one key may seal before it must be updated: RFC 9001 §6.6's
-    /// confidentiality limit for AES-GCM (2^23 full-size packets), with
-    /// margin; ChaCha20-Poly1305 has no practical one, so the same bound
-    /// keeps one rule for both.
-    pub(crate) fn packets_per_key(self) -> u64 {
-        1 << 22
-    }
-}
-
-fn aes_is_accelerated() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq")
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        std::arch::is_aarch64_feature_detected!("aes")
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        false
-    }
-}
-
-/// HKDF output length as `ring` wants it.
-struct Len(usize);
-
-impl hkdf::KeyType for Len {
-    fn len(&self) -> usize {
-        self.0
-    }
-}
-
-/// HKDF-Expand(secret, label) into `out` (RFC 5869 §2.3; the label is the
-/// whole info string).
-fn expand(secret: &[u8; SECRET_LEN], label: &[u8], out: &mut [u8]) {
-    let prk = hkdf::Prk::new_less_safe(hkdf::HKDF_SHA256, secret);
-    let info = [label];
-    // Cannot fail: the lengths used here are far below 255 × 32 bytes.
-    if let Ok(okm) = prk.expand(&info, Len(out.len())) {
-        let _ = okm.fill(out);
-    }
-}
+/// The labels of a packet key and IV (a change is a wire change).
+const LABELS: KeyLabels = KeyLabels { key: b"braid/3 key", iv: b"braid/3 iv" };
+/// The label of the next key phase's secret.
+const KEY_UPDATE_LABEL: &[u8] = b"braid/3 ku";
+/// The label of the header-protection key.
+const HEADER_LABEL: &[u8] = b"braid/3 hp";
 
 /// One direction's packet key and IV at one key phase.
 pub(crate) struct PacketKey {
     suite: CipherSuite,
+    /// Kept for the next key phase's secret.
     secret: [u8; SECRET_LEN],
-    key: LessSafeKey,
-    iv: [u8; IV_LEN],
+    key: TrafficKey,
 }
 
 impl PacketKey {
     pub(crate) fn new(suite: CipherSuite, secret: [u8; SECRET_LEN]) -> Self {
-        let mut key_bytes = [0u8; SECRET_LEN];
-        expand(&secret, b"braid/3 key", &mut key_bytes[..suite.aead().key_len()]);
-        let mut iv = [0u8; IV_LEN];
-        expand(&secret, b"braid/3 iv", &mut iv);
-        // Cannot fail: the key has the algorithm's length.
-        let unbound = UnboundKey::new(suite.aead(), &key_bytes[..suite.aead().key_len()])
-            .unwrap_or_else(|_| unreachable!("key length matches the algorithm"));
-        key_bytes.fill(0);
-        PacketKey { suite, secret, key: LessSafeKey::new(unbound), iv }
+        PacketKey { suite, key: TrafficKey::new(suite, &secret, &LABELS), secret }
     }
 
     /// The key of the next key phase (RFC 9001 §6.1).
     pub(crate) fn next(&self) -> PacketKey {
-        let mut secret = [0u8; SECRET_LEN];
-        expand(&self.secret, b"braid/3 ku", &mut secret);
-        PacketKey::new(self.suite, secret)
+        PacketKey::new(self.suite, expand_array(&self.secret, KEY_UPDATE_LABEL))
     }
 
-    fn nonce(&self, path_id: u32, pn: u64) -> Nonce {
-        let mut n = self.iv;
-        for (b, x) in n[..4].iter_mut().zip(path_id.to_be_bytes()) {
-            *b ^= x;
-        }
-        for (b, x) in n[4..].iter_mut().zip(pn.to_be_bytes()) {
-            *b ^= x;
-        }
-        Nonce::assume_unique_for_key(n)
+    /// Path ID (4 bytes) ‖ packet number (8 bytes), big-endian: the IV is
+    /// XORed with it (QUIC multipath's nonce, draft-ietf-quic-multipath §2.4).
+    fn packet_nonce(path_id: u32, pn: u64) -> [u8; NONCE_LEN] {
+        let mut n = [0u8; NONCE_LEN];
+        n[..4].copy_from_slice(&path_id.to_be_bytes());
+        n[4..].copy_from_slice(&pn.to_be_bytes());
+        n
     }
 
     /// Seals `payload` in place and returns the tag to append.
     pub(crate) fn seal(&self, path_id: u32, pn: u64, header: &[u8], payload: &mut [u8]) -> [u8; TAG_LEN] {
-        let mut out = [0u8; TAG_LEN];
-        // Sealing fails only for payloads beyond ~64 GiB.
-        if let Ok(tag) = self.key.seal_in_place_separate_tag(self.nonce(path_id, pn), Aad::from(header), payload) {
-            out.copy_from_slice(tag.as_ref());
-        }
-        out
+        self.key.seal_in_place_separate_tag(Self::packet_nonce(path_id, pn), header, payload)
     }
 
     /// Opens `ciphertext_and_tag` in place; the plaintext length, or `None`
     /// if the tag does not verify.
     pub(crate) fn open(&self, path_id: u32, pn: u64, header: &[u8], ciphertext_and_tag: &mut [u8]) -> Option<usize> {
-        self.key
-            .open_in_place(self.nonce(path_id, pn), Aad::from(header), ciphertext_and_tag)
-            .ok()
-            .map(|plain| plain.len())
+        self.key.open_in_place(Self::packet_nonce(path_id, pn), header, ciphertext_and_tag)
     }
 }
 
@@ -211,14 +87,24 @@ impl Drop for PacketKey {
     }
 }
 
+/// The header-protection algorithm of a suite (RFC 9001 §5.4.3, §5.4.4).
+fn header_protection(suite: CipherSuite) -> &'static quic::Algorithm {
+    match suite {
+        CipherSuite::Aes128Gcm => &quic::AES_128,
+        CipherSuite::Aes256Gcm => &quic::AES_256,
+        CipherSuite::ChaCha20Poly1305 => &quic::CHACHA20,
+    }
+}
+
 /// One direction's header-protection key (fixed across key updates).
 pub(crate) struct HeaderKey(quic::HeaderProtectionKey);
 
 impl HeaderKey {
     pub(crate) fn new(suite: CipherSuite, secret: &[u8; SECRET_LEN]) -> Self {
-        let alg = suite.header_protection();
-        let mut bytes = [0u8; SECRET_LEN];
-        expand(secret, b"braid/3 hp", &mut bytes[..alg.key_len()]);
+        let alg = header_protection(suite);
+        // 32 bytes expanded, the algorithm's length used: the same bytes as
+        // expanding to that length (HKDF output is a prefix).
+        let mut bytes: [u8; SECRET_LEN] = expand_array(secret, HEADER_LABEL);
         let key = quic::HeaderProtectionKey::new(alg, &bytes[..alg.key_len()])
             .unwrap_or_else(|_| unreachable!("key length matches the algorithm"));
         bytes.fill(0);
