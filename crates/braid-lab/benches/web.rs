@@ -73,6 +73,14 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let build_t = build(dir.path());
     let db = dir.path().join("web.db");
+    // A copy for timing queries by hand (`sqlite3 COPY`), when asked.
+    if let Ok(keep) = std::env::var("BRAID_WEB_BENCH_KEEP_DB") {
+        std::fs::copy(&db, &keep).expect("copy the database");
+        let wal = dir.path().join("web.db-wal");
+        if wal.exists() {
+            std::fs::copy(&wal, format!("{keep}-wal")).expect("copy the WAL");
+        }
+    }
     let total = study_record().planned;
     // An experiment with series (repetition 0) and the study's id.
     let (exp_id, study_id) = {

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::analysis::stats::{mean, t_critical_95, variance};
 use crate::analysis::{AnalysisError, Goal, ParetoReport};
 use crate::plot::{BandGroup, BandPlot, BandPoint, BoxGroup, BoxPlot, Plot, PlotError, SeriesPlot, TimeSeries};
-use crate::store::{ScalarQuery, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// A figure that could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -81,13 +81,22 @@ pub struct FigureSummary {
 /// Box plots (or bands) of `q.metric` per value of `q.x` and group,
 /// written to `out` (`.svg` or `.png`).
 pub fn distribution(store: &Store, q: &DistributionQuery, out: &Path) -> Result<FigureSummary, FigureError> {
-    let study = crate::analysis::common::StudyView::load(store, &q.study)?;
+    distribution_in(&crate::analysis::common::StudyView::load(store, &q.study)?, q, out)
+}
+
+/// [`distribution`] of a study already loaded (the web UI's analysis page
+/// draws it beside other views of the same load).
+pub(crate) fn distribution_in(
+    study: &crate::analysis::common::StudyView,
+    q: &DistributionQuery,
+    out: &Path,
+) -> Result<FigureSummary, FigureError> {
     let mut keys = vec![q.x.clone()];
     keys.extend(q.group_by.iter().filter(|k| **k != q.x).cloned());
     study.check_keys("x/group-by", &keys)?;
     let filters = study.filters(&q.filters)?;
-    let metrics = study.metrics(store, std::slice::from_ref(&q.metric))?;
-    let table = store.scalars(&ScalarQuery { study_id: study.info.id, filters, group_by: keys.clone(), metrics })?;
+    let metrics = study.metrics(std::slice::from_ref(&q.metric))?;
+    let table = study.scalars(&filters, &keys, &metrics);
     if table.points.is_empty() {
         return Err(FigureError::Invalid(format!(
             "no ok experiment of study {} recorded {} (with these filters)",

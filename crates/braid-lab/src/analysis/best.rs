@@ -17,7 +17,7 @@ use super::common::{label, AnalysisError, Goal, StudyView};
 use super::stats::{mean, variance, welch_t_test, Welch};
 use super::table::{format_number, format_opt, Table};
 use crate::param::Role;
-use crate::store::{ScalarQuery, Store};
+use crate::store::Store;
 
 /// The significance level.
 pub const ALPHA: f64 = 0.05;
@@ -90,16 +90,20 @@ pub struct BestReport {
 
 /// The best configuration per environment.
 pub fn best(store: &Store, q: &BestQuery) -> Result<BestReport, AnalysisError> {
-    let view = StudyView::load(store, &q.study)?;
+    best_in(&StudyView::load(store, &q.study)?, q)
+}
+
+/// [`best`] of a study already loaded (`q.study` is not consulted).
+pub(crate) fn best_in(view: &StudyView, q: &BestQuery) -> Result<BestReport, AnalysisError> {
     let filters = view.filters(&q.filters)?;
-    let metrics = view.metrics(store, std::slice::from_ref(&q.metric))?;
+    let metrics = view.metrics(std::slice::from_ref(&q.metric))?;
     let unfiltered = |k: &String| !filters.iter().any(|(f, _)| f == k);
     let environment_keys: Vec<String> = view.varying(Some(Role::Environment)).into_iter().filter(unfiltered).collect();
     let configuration_keys: Vec<String> =
         view.varying(Some(Role::Configuration)).into_iter().filter(unfiltered).collect();
     let mut group_by = environment_keys.clone();
     group_by.extend(configuration_keys.iter().cloned());
-    let table = store.scalars(&ScalarQuery { study_id: view.info.id, filters: filters.clone(), group_by, metrics })?;
+    let table = view.scalars(&filters, &group_by, &metrics);
 
     let mut cells: Vec<Vec<f64>> = vec![Vec::new(); table.groups.len()];
     for p in &table.points {
@@ -166,7 +170,7 @@ pub fn best(store: &Store, q: &BestQuery) -> Result<BestReport, AnalysisError> {
         });
     }
     Ok(BestReport {
-        study: view.info.name,
+        study: view.info.name.clone(),
         metric: q.metric.clone(),
         goal: q.goal,
         filters,

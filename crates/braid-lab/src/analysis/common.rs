@@ -8,7 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::param::Role;
-use crate::store::{ParamValues, Store, StoreError, StudyInfo};
+use crate::store::{ParamValues, ScalarTable, Store, StoreError, StudyFrame, StudyInfo};
 
 /// Why an analysis could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -150,22 +150,34 @@ pub fn parse_filter(text: &str) -> Result<(String, String), AnalysisError> {
     }
 }
 
-/// A study loaded for analysis: its record and the values its parameters
-/// take.
+/// A study loaded for analysis: its record, the values its parameters
+/// take, and its experiments in memory ([`StudyFrame`]): every question an
+/// analysis asks of it is answered from this one load (an analysis page
+/// asks several).
 pub(crate) struct StudyView {
     pub info: StudyInfo,
     pub values: Vec<ParamValues>,
+    pub frame: StudyFrame,
 }
 
 impl StudyView {
-    /// Load the study called `name`; an unknown name lists the stored ones.
+    /// Load the study called `name` in one snapshot; an unknown name lists
+    /// the stored ones.
     pub fn load(store: &Store, name: &str) -> Result<StudyView, AnalysisError> {
-        let Some(info) = store.study(name)? else {
-            let known: Vec<String> = store.studies()?.into_iter().map(|s| s.name).collect();
-            return Err(AnalysisError::UnknownStudy { name: name.into(), known: list(&known) });
-        };
-        let values = store.param_values(info.id)?;
-        Ok(StudyView { info, values })
+        store.snapshot(|store| {
+            let Some(info) = store.study(name)? else {
+                let known: Vec<String> = store.studies()?.into_iter().map(|s| s.name).collect();
+                return Err(AnalysisError::UnknownStudy { name: name.into(), known: list(&known) });
+            };
+            let frame = store.frame(info.id)?;
+            Ok(StudyView { info, values: frame.param_values(), frame })
+        })
+    }
+
+    /// The scalars of `metrics` of the ok experiments matching `filters`,
+    /// grouped by `group_by` (what [`Store::scalars`] answers).
+    pub fn scalars(&self, filters: &[(String, String)], group_by: &[String], metrics: &[String]) -> ScalarTable {
+        self.frame.table(filters, group_by, metrics)
     }
 
     /// Every parameter key: declared ones in declaration order, then any
@@ -233,16 +245,16 @@ impl StudyView {
     }
 
     /// Check metrics against those stored; none asked for means all.
-    pub fn metrics(&self, store: &Store, asked: &[String]) -> Result<Vec<String>, AnalysisError> {
+    pub fn metrics(&self, asked: &[String]) -> Result<Vec<String>, AnalysisError> {
         if asked.is_empty() {
-            return Ok(store.metric_names(self.info.id)?);
+            return Ok(self.frame.metric_names().to_vec());
         }
         for metric in asked {
-            if !store.has_metric(self.info.id, metric)? {
+            if !self.frame.has_metric(metric) {
                 return Err(AnalysisError::UnknownMetric {
                     metric: metric.clone(),
                     study: self.info.name.clone(),
-                    known: list(&store.metric_names(self.info.id)?),
+                    known: list(self.frame.metric_names()),
                 });
             }
         }

@@ -39,5 +39,10 @@ pub use show::{show, ShowQuery, ShowReport, ShowRow};
 pub use status::{status, StatusReport, StatusRow};
 pub use table::Table;
 
+pub(crate) use best::best_in;
+pub(crate) use export::{write_export, ExportData};
+pub(crate) use pareto::pareto_in;
+pub(crate) use show::show_in;
+
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::common::{label, AnalysisError, Goal, StudyView};
 use super::table::{format_number, Table};
 use crate::param::Role;
-use crate::store::{ScalarQuery, Store};
+use crate::store::Store;
 
 /// A metric and its direction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,10 +147,17 @@ pub fn pareto(store: &Store, q: &ParetoQuery) -> Result<ParetoReport, AnalysisEr
     if q.objectives.len() < 2 {
         return Err(AnalysisError::TooFewObjectives(q.objectives.len()));
     }
-    let view = StudyView::load(store, &q.study)?;
+    pareto_in(&StudyView::load(store, &q.study)?, q)
+}
+
+/// [`pareto`] of a study already loaded (`q.study` is not consulted).
+pub(crate) fn pareto_in(view: &StudyView, q: &ParetoQuery) -> Result<ParetoReport, AnalysisError> {
+    if q.objectives.len() < 2 {
+        return Err(AnalysisError::TooFewObjectives(q.objectives.len()));
+    }
     let filters = view.filters(&q.filters)?;
     let asked: Vec<String> = q.objectives.iter().map(|o| o.metric.clone()).collect();
-    let metrics = view.metrics(store, &asked)?;
+    let metrics = view.metrics(&asked)?;
     let goals: Vec<Goal> = q.objectives.iter().map(|o| o.goal).collect();
     let unfiltered = |k: &String| !filters.iter().any(|(f, _)| f == k);
     let environment_keys: Vec<String> = if q.per_environment {
@@ -174,12 +181,7 @@ pub fn pareto(store: &Store, q: &ParetoQuery) -> Result<ParetoReport, AnalysisEr
             }
         }
     }
-    let table = store.scalars(&ScalarQuery {
-        study_id: view.info.id,
-        filters: filters.clone(),
-        group_by,
-        metrics: unique.clone(),
-    })?;
+    let table = view.scalars(&filters, &group_by, &unique);
 
     // Sum and count per (group, metric).
     let u = unique.len();
@@ -247,7 +249,7 @@ pub fn pareto(store: &Store, q: &ParetoQuery) -> Result<ParetoReport, AnalysisEr
         front.dominated.sort_by(by_first);
     }
     Ok(ParetoReport {
-        study: view.info.name,
+        study: view.info.name.clone(),
         objectives: q.objectives.clone(),
         filters,
         per_environment: q.per_environment,

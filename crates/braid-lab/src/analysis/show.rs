@@ -1,7 +1,7 @@
 //! `braid lab show`: the distribution of each metric per group.
 //!
-//! Filters and the join of scalars with their experiments' parameters run
-//! in SQL ([`ScalarQuery`]); sorting each group's values and the
+//! Filters and grouping run over the study loaded once
+//! ([`StudyFrame`](crate::store::StudyFrame)); sorting each group's values and the
 //! statistics ([`summarize`]) run here.
 
 use serde::{Deserialize, Serialize};
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::common::{AnalysisError, StudyView};
 use super::stats::{summarize, Summary};
 use super::table::{format_number, format_opt, Table};
-use crate::store::{ScalarQuery, Store};
+use crate::store::Store;
 
 /// What to show.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -58,7 +58,11 @@ pub struct ShowReport {
 
 /// Summarize a study's metrics per group.
 pub fn show(store: &Store, q: &ShowQuery) -> Result<ShowReport, AnalysisError> {
-    let view = StudyView::load(store, &q.study)?;
+    show_in(&StudyView::load(store, &q.study)?, q)
+}
+
+/// [`show`] of a study already loaded (`q.study` is not consulted).
+pub(crate) fn show_in(view: &StudyView, q: &ShowQuery) -> Result<ShowReport, AnalysisError> {
     let filters = view.filters(&q.filters)?;
     let group_by = match &q.group_by {
         Some(keys) => {
@@ -67,13 +71,8 @@ pub fn show(store: &Store, q: &ShowQuery) -> Result<ShowReport, AnalysisError> {
         }
         None => view.varying(None).into_iter().filter(|k| !filters.iter().any(|(f, _)| f == k)).collect(),
     };
-    let metrics = view.metrics(store, &q.metrics)?;
-    let table = store.scalars(&ScalarQuery {
-        study_id: view.info.id,
-        filters: filters.clone(),
-        group_by: group_by.clone(),
-        metrics: metrics.clone(),
-    })?;
+    let metrics = view.metrics(&q.metrics)?;
+    let table = view.scalars(&filters, &group_by, &metrics);
 
     // Bucket values by (metric, group).
     let groups = table.groups.len();
@@ -88,7 +87,7 @@ pub fn show(store: &Store, q: &ShowQuery) -> Result<ShowReport, AnalysisError> {
             rows.push(ShowRow { group: table.groups[g].clone(), metric: metrics[m].clone(), summary });
         }
     }
-    Ok(ShowReport { study: view.info.name, filters, group_by, metrics, experiments: table.experiments, rows })
+    Ok(ShowReport { study: view.info.name.clone(), filters, group_by, metrics, experiments: table.experiments, rows })
 }
 
 impl ShowReport {

@@ -28,6 +28,7 @@
 //! ```
 
 mod error;
+mod frame;
 mod lookup;
 mod model;
 mod page;
@@ -42,6 +43,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use error::StoreError;
+pub use frame::{ExperimentKey, FrameRow, StudyFrame};
 pub use model::{
     ExperimentRow, ExperimentStatus, FinishedExperiment, LogRow, ParamValueCount, ParamValues, StatusCounts, StudyInfo,
     StudyRecord,

@@ -1,5 +1,9 @@
-//! Scalars by metric with their experiment's parameters: the one query
-//! behind `show`, `best` and `pareto`.
+//! Scalars by metric with their experiment's parameters, filtered and
+//! grouped in SQL. The analyses (`show`, `best`, `pareto`, figures) answer
+//! the same query from a study loaded once
+//! ([`StudyFrame::table`](super::StudyFrame::table), checked against this
+//! one by `tests::frame_matches_sql`); this is the store's query for a
+//! caller with one question.
 //!
 //! Filtering runs in SQL (a `params` primary-key probe per filter and
 //! experiment); so do the joins that fetch each ok experiment's group-by

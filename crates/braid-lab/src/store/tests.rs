@@ -247,3 +247,72 @@ fn status_text_round_trips() {
         assert_eq!(serde_json::to_string(&st).unwrap(), format!("\"{}\"", st.as_str()));
     }
 }
+
+/// The frame answers as the SQL path does: a randomized study (every
+/// status, keys some experiments lack, a stored value spelled like
+/// UNSET, metrics some experiments lack) beside another study whose rows
+/// interleave with it.
+#[test]
+fn frame_matches_sql() {
+    let mut store = Store::open_in_memory().unwrap();
+    let a = store.upsert_study(&study("a", "x")).unwrap();
+    let b = store.upsert_study(&study("b", "y")).unwrap();
+    let mut seed = 7u64;
+    let mut next = |n: u64| {
+        seed = braid_core::splitmix64(seed);
+        seed % n
+    };
+    let statuses = [ExperimentStatus::Ok, ExperimentStatus::Ok, ExperimentStatus::Failed, ExperimentStatus::TimedOut];
+    for i in 0..160u64 {
+        let mut e = finished(&format!("e{i}"), "minrtt", 0, statuses[next(4) as usize], vec![]);
+        let mut params = Params::default();
+        if next(8) != 0 {
+            let s = ["minrtt", "redundant", "round_robin", query::UNSET][next(4) as usize];
+            params.insert("scheduler", Value::Enum(s.into()));
+        }
+        if next(6) != 0 {
+            params.insert("bytes", Value::Size([1 << 10, 1 << 20, 1 << 30][next(3) as usize]));
+        }
+        params.insert("loss", Value::Float([0.0, 0.01, 0.05, 0.1][next(4) as usize]));
+        if next(3) != 0 {
+            params.insert("rtt", Value::Int(next(5) as i64 * 10));
+        }
+        e.planned.params = params;
+        e.records = Vec::new();
+        for m in ["fct_s", "goodput", "a_first", "zeta"] {
+            if next(5) != 0 {
+                e.records.push(metric(m, next(1000) as f64 / 7.0 - 50.0));
+            }
+        }
+        let study_id = if next(3) == 0 { b } else { a };
+        store.insert_experiment(study_id, &e).unwrap();
+    }
+    let keys = ["scheduler", "bytes", "loss", "rtt", "missing"].map(String::from);
+    let metrics = ["fct_s", "goodput", "a_first", "zeta", "none"].map(String::from);
+    for id in [a, b] {
+        let frame = store.frame(id).unwrap();
+        assert_eq!(frame.param_values(), store.param_values(id).unwrap());
+        assert_eq!(frame.metric_names(), store.metric_names(id).unwrap().as_slice());
+        for m in &metrics {
+            assert_eq!(frame.has_metric(m), store.has_metric(id, m).unwrap(), "{m}");
+        }
+        let filter_sets: Vec<Vec<(String, String)>> = vec![
+            vec![],
+            vec![("loss".into(), "0.01".into())],
+            vec![("scheduler".into(), "redundant".into()), ("bytes".into(), "1MiB".into())],
+            vec![("scheduler".into(), query::UNSET.into())],
+            vec![("rtt".into(), "no such value".into())],
+            vec![("missing".into(), "1".into())],
+        ];
+        for (i, filters) in filter_sets.iter().enumerate() {
+            for width in 0..=3 {
+                let group_by: Vec<String> = keys.iter().cycle().skip(i).take(width).cloned().collect();
+                let metrics: Vec<String> = metrics.iter().cycle().skip(i + width).take(1 + (i + width) % 4).cloned().collect();
+                let q = ScalarQuery { study_id: id, filters: filters.clone(), group_by: group_by.clone(), metrics: metrics.clone() };
+                let want = store.scalars(&q).unwrap();
+                let got = frame.table(filters, &group_by, &metrics);
+                assert_eq!(got, want, "study {id}, filters {filters:?}, group-by {group_by:?}, metrics {metrics:?}");
+            }
+        }
+    }
+}

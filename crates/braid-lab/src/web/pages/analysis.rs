@@ -20,7 +20,6 @@ use crate::analysis::{
     self, BestQuery, BestReport, Goal, Objective, ParetoQuery, ParetoReport, ShowQuery, ShowReport, Table,
 };
 use crate::figures::{self, DistributionQuery, Kind};
-use crate::store::Store;
 use crate::web::html::{esc, page, query, report_table, study_link, url};
 use crate::web::{figure, with_store, App, WebError};
 
@@ -135,14 +134,34 @@ fn resolve(q: &AnalysisQuery, c: &Choices) -> AnalysisQuery {
     q
 }
 
-fn choices(store: &Store, study: &str) -> Result<Choices, WebError> {
-    let view = StudyView::load(store, study)?;
-    Ok(Choices {
+fn choices(view: &StudyView) -> Choices {
+    Choices {
         keys: view.keys(),
         varying: view.varying(None),
-        metrics: store.metric_names(view.info.id)?,
-        values: view.values,
+        metrics: view.frame.metric_names().to_vec(),
+        values: view.values.clone(),
+    }
+}
+
+/// The study behind every view of a request, loaded once (one walk of its
+/// parameters and one of its scalars) and shared.
+async fn load_view(app: &Arc<App>, name: String) -> Result<Arc<StudyView>, WebError> {
+    with_store(app, move |store, _| {
+        let study = find_study(store, &name)?.name;
+        Ok(Arc::new(StudyView::load(store, &study)?))
     })
+    .await
+}
+
+/// Run `f` over the loaded study on a blocking thread.
+async fn on_view<T: Send + 'static>(
+    view: &Arc<StudyView>,
+    f: impl FnOnce(&StudyView) -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
+    let view = view.clone();
+    tokio::task::spawn_blocking(move || f(&view))
+        .await
+        .map_err(|e| WebError::Internal(format!("a request's worker thread failed: {e}")))?
 }
 
 fn show_query(study: &str, q: &AnalysisQuery) -> ShowQuery {
@@ -174,22 +193,23 @@ fn no_metric() -> WebError {
     WebError::BadRequest("the study has no metric yet: no experiment reported one".into())
 }
 
-/// Every view, each on its own blocking thread and connection: they are
-/// independent queries over the same study, so a multi-core server
-/// answers in about the time of the slowest instead of their sum.
-async fn views(app: &Arc<App>, study: &str, q: &AnalysisQuery) -> Views {
+/// Every view of the study loaded once, each on its own blocking thread:
+/// they are independent passes over the same memory, so a multi-core
+/// server answers in about the time of the slowest instead of their sum.
+async fn views(view: &Arc<StudyView>, q: &AnalysisQuery) -> Views {
+    let study = view.info.name.as_str();
     let show = {
         let (study, q) = (study.to_string(), q.clone());
-        with_store(app, move |store, _| {
+        on_view(view, move |view| {
             if q.metric.is_none() {
                 return Err(no_metric());
             }
-            Ok(analysis::show(store, &show_query(&study, &q))?)
+            Ok(analysis::show_in(view, &show_query(&study, &q))?)
         })
     };
     let figure = {
         let (study, q) = (study.to_string(), q.clone());
-        with_store(app, move |store, _| {
+        on_view(view, move |view| {
             let (Some(metric), Some(x)) = (q.metric.clone(), q.x.clone()) else { return Err(no_metric()) };
             let dq = DistributionQuery {
                 study,
@@ -199,20 +219,20 @@ async fn views(app: &Arc<App>, study: &str, q: &AnalysisQuery) -> Views {
                 filters: q.filters.clone(),
                 kind: if q.band { Kind::Band } else { Kind::Box },
             };
-            figure::svg(|path| figures::distribution(store, &dq, path)).map(|(svg, _)| svg)
+            figure::svg(|path| figures::distribution_in(view, &dq, path)).map(|(svg, _)| svg)
         })
     };
     let best = {
         let bq = best_query(study, q);
-        with_store(app, move |store, _| Ok(analysis::best(store, &bq.ok_or_else(no_metric)?)?))
+        on_view(view, move |view| Ok(analysis::best_in(view, &bq.ok_or_else(no_metric)?)?))
     };
     let pareto = {
         let pq = pareto_query(study, q);
         async move {
             let pq = pq?;
             Some(
-                with_store(app, move |store, _| {
-                    let report = analysis::pareto(store, &pq)?;
+                on_view(view, move |view| {
+                    let report = analysis::pareto_in(view, &pq)?;
                     let (svg, _) = figure::svg(|path| figures::pareto_figure(&report, path))?;
                     Ok((report, svg))
                 })
@@ -231,19 +251,12 @@ pub(crate) async fn page_analysis(
     RawQuery(raw): RawQuery,
 ) -> Result<Html<String>, WebError> {
     let asked = AnalysisQuery::from_query(&QueryPairs::parse(raw.as_deref()))?;
-    let study = with_store(&app, move |store, _| Ok(find_study(store, &name)?.name)).await?;
-    let load_choices = |study: String| with_store(&app, move |store, _| choices(store, &study));
-    let (q, c, v) = if asked.metric.is_some() && asked.x.is_some() {
-        // Nothing to default: the form's choices load alongside the views.
-        let (c, v) = tokio::join!(load_choices(study.clone()), views(&app, &study, &asked));
-        (asked, c?, v)
-    } else {
-        let c = load_choices(study.clone()).await?;
-        let q = resolve(&asked, &c);
-        let v = views(&app, &study, &q).await;
-        (q, c, v)
-    };
-    Ok(Html(page(&format!("Analysis of {study}"), &render(&study, &q, &c, v), Some(app.auth().header_value()))))
+    let view = load_view(&app, name).await?;
+    let c = choices(&view);
+    let q = resolve(&asked, &c);
+    let v = views(&view, &q).await;
+    let study = &view.info.name;
+    Ok(Html(page(&format!("Analysis of {study}"), &render(study, &q, &c, v), Some(app.auth().header_value()))))
 }
 
 fn options(list: &[String], selected: &[&str], empty: Option<&str>) -> String {
@@ -370,22 +383,23 @@ pub(crate) async fn export_analysis(
         "json" => false,
         f => return Err(WebError::BadRequest(format!("format `{f}`: expected csv or json"))),
     };
-    let (file, json, table) = with_store(&app, move |store, _| {
-        let study = find_study(store, &name)?.name;
-        let q = resolve(&asked, &choices(store, &study)?);
+    let loaded = load_view(&app, name).await?;
+    let (file, json, table) = on_view(&loaded, move |loaded| {
+        let study = loaded.info.name.clone();
+        let q = resolve(&asked, &choices(loaded));
         let (json, table) = match view.as_str() {
             "summary" => {
-                let r = analysis::show(store, &show_query(&study, &q))?;
+                let r = analysis::show_in(loaded, &show_query(&study, &q))?;
                 (serde_json::to_value(&r), r.table())
             }
             "best" => {
-                let r = analysis::best(store, &best_query(&study, &q).ok_or_else(no_metric)?)?;
+                let r = analysis::best_in(loaded, &best_query(&study, &q).ok_or_else(no_metric)?)?;
                 (serde_json::to_value(&r), r.table())
             }
             "pareto" => {
                 let pq = pareto_query(&study, &q)
                     .ok_or_else(|| WebError::BadRequest("pareto: choose two metrics (pa=, pb=)".into()))?;
-                let r = analysis::pareto(store, &pq)?;
+                let r = analysis::pareto_in(loaded, &pq)?;
                 (serde_json::to_value(&r), r.table())
             }
             v => return Err(WebError::BadRequest(format!("view `{v}`: expected summary, best or pareto"))),
