@@ -33,6 +33,9 @@
 //! it only afterwards; it rewrites the journal as a checkpoint when it has
 //! grown to twice the last checkpoint (and at least
 //! [`SocketConfig::compact_bytes`]).
+//! [`ExonSocket::durability`] counts what that costs where it is paid:
+//! group commits (one fdatasync each) as they return, and the messages
+//! that waited for them (the group commit rate, messages per fsync).
 //!
 //! # Security
 //!
@@ -82,7 +85,9 @@ use braid_exon::{
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+mod durability;
 mod udp;
+pub use durability::DurabilityStats;
 use udp::{Receiver, Udp};
 
 /// Where the node clock is kept.
@@ -292,6 +297,9 @@ const COMMAND_BATCH: usize = 64;
 /// journal's size when it was a checkpoint.
 type CommitResult = Result<(u64, Option<u64>), JournalError>;
 
+/// The driver's durability counters, shared with the socket.
+type Durability = Arc<durability::Counters>;
+
 /// What a batched send is answered with: the identifiers, or those
 /// accepted before an error and the error.
 type ManyResult = Result<Vec<MessageId>, (Vec<MessageId>, SendError)>;
@@ -429,6 +437,7 @@ pub struct ExonSocket {
     received: tokio::sync::Mutex<Inbox<(NodeId, Bytes)>>,
     outcomes: tokio::sync::Mutex<Inbox<(MessageId, Outcome)>>,
     stats: Arc<Mutex<NodeStats>>,
+    durability: Durability,
     driver: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -468,8 +477,11 @@ impl ExonSocket {
         let (received_tx, received) = mpsc::unbounded_channel();
         let (outcome_tx, outcomes) = mpsc::unbounded_channel();
         let stats = Arc::new(Mutex::new(NodeStats::default()));
+        let durability = Durability::default();
         let driver = Driver {
             stats: stats.clone(),
+            durability: durability.clone(),
+            clock_on_disk: matches!(cfg.clock, ClockFile::Path(_)),
             node,
             udp,
             epoch: tokio::time::Instant::now(),
@@ -496,6 +508,7 @@ impl ExonSocket {
             received: tokio::sync::Mutex::new(Inbox::new(received)),
             outcomes: tokio::sync::Mutex::new(Inbox::new(outcomes)),
             stats,
+            durability,
             driver: Mutex::new(Some(task)),
         })
     }
@@ -630,6 +643,14 @@ impl ExonSocket {
         self.stats.lock().map(|s| *s).unwrap_or_default()
     }
 
+    /// What durability cost so far: group commits (fsyncs), checkpoints,
+    /// clock writes, and the messages that waited for a commit. Counted by
+    /// the driver as each fsync returns; all zero without a journal and
+    /// with the clock in memory.
+    pub fn durability(&self) -> DurabilityStats {
+        self.durability.snapshot()
+    }
+
     /// Stops the driver (unacknowledged messages are abandoned) and waits
     /// for it.
     pub async fn close(&self) {
@@ -671,6 +692,10 @@ struct Driver {
     unconfirmed_received: VecDeque<(u64, Vec<(NodeId, Bytes)>)>,
     /// Where [`ExonSocket::stats`] reads the counters.
     stats: Arc<Mutex<NodeStats>>,
+    /// Where [`ExonSocket::durability`] reads its counters.
+    durability: Durability,
+    /// The clock is a file (its writes are fsynced and counted).
+    clock_on_disk: bool,
     /// Events of one wake-up (kept for its allocation).
     events: Vec<Event>,
     /// Discoveries in progress, by address.
@@ -743,6 +768,7 @@ impl Driver {
             .is_some_and(|u| u.0 <= self.durable)
         {
             if let Some((_, s, e)) = self.unconfirmed_sends.pop_front() {
+                self.durability.sends_released(s.ids.len());
                 s.answer(e);
             }
         }
@@ -752,6 +778,7 @@ impl Driver {
             .is_some_and(|u| u.0 <= self.durable)
         {
             if let Some((_, batch)) = self.unconfirmed_received.pop_front() {
+                self.durability.receipts_released(batch.len());
                 let _ = self.received.send(batch);
             }
         }
@@ -782,6 +809,7 @@ impl Driver {
         };
         let seq = self.node.journal_seq();
         let tx = done.clone();
+        let counters = self.durability.clone();
         tokio::task::spawn_blocking(move || {
             let r = match journal.lock() {
                 Ok(mut j) => {
@@ -790,6 +818,13 @@ impl Driver {
                     } else {
                         j.append(&records)
                     };
+                    // Counted here, where the fsync happened (an empty
+                    // append writes and syncs nothing).
+                    match (&r, checkpoint) {
+                        (Ok(()), true) => counters.checkpointed(),
+                        (Ok(()), false) if !records.is_empty() => counters.committed(records.len()),
+                        _ => {}
+                    }
                     r.map(|()| (seq, checkpoint.then(|| j.size())))
                 }
                 Err(_) => Ok((0, None)),
@@ -900,10 +935,16 @@ impl Driver {
                     persisting = true;
                     let store = self.store.clone();
                     let tx = persisted_tx.clone();
+                    let counted = self.clock_on_disk.then(|| self.durability.clone());
                     // fsync off the driver task.
                     tokio::task::spawn_blocking(move || {
                         let r = match store.lock() {
-                            Ok(mut s) => s.persist(limit).map(|()| limit),
+                            Ok(mut s) => s.persist(limit).map(|()| {
+                                if let Some(c) = counted {
+                                    c.clock_written();
+                                }
+                                limit
+                            }),
                             Err(_) => Ok(0),
                         };
                         let _ = tx.send(r);

@@ -83,5 +83,6 @@ pub use node::{Node, Vnode};
 pub use notify::{DeliveryStatus, Notify};
 pub use registry::{DispatchError, Dispatcher, RegistryError};
 pub use stats::{NodeStats, TransportStats};
+pub use tcp::{decode_frame, FrameLengthError, TcpFrames};
 pub use transport::{Transport, UnknownTransport};
 pub use wire::WireError;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use braid_tls::TlsSettings;
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -29,7 +29,7 @@ use crate::channel::{ClosedSignal, Link};
 use crate::node::Core;
 use crate::stats::bump;
 use crate::wire::{Encoded, PREFIX};
-use crate::{Header, Transport};
+use crate::{Header, Message, Transport, WireError};
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
@@ -394,40 +394,125 @@ const READ_CHUNK: usize = 64 << 10;
 /// A read buffer with less room than this gets a new chunk before reading.
 const MIN_READ_ROOM: usize = 4 << 10;
 
+/// A TCP frame's length prefix outside what the node accepts (an empty
+/// frame, or one above `max_frame_size`): the byte stream cannot be
+/// re-synchronised, so the reader drops the connection and counts it in
+/// `malformed_frames`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("frame of {len} bytes outside 1..={max}")]
+pub struct FrameLengthError {
+    /// The length the prefix gave.
+    pub len: usize,
+    /// The node's `max_frame_size`.
+    pub max: usize,
+}
+
+/// The TCP reader's batch decoder: bytes read from a connection, a chunk
+/// of up to 64 KiB at a time, and the frames cut out of them (a 4-byte big
+/// endian length, then the frame; see the `wire` module), each a zero-copy
+/// slice of the chunk it arrived in. Every frame a read completed comes out
+/// of one call after another to [`TcpFrames::next_frame`], so a read of
+/// many small messages is decoded in one pass. Public so that tests and the
+/// fuzz target (`fuzz/fuzz_targets/node_tcp_frames.rs`) drive the very code
+/// the reader runs; frames are then decoded by [`decode_frame`].
+///
+/// ```
+/// use braid_node::TcpFrames;
+/// let mut f = TcpFrames::new(1 << 20);
+/// f.push(&[0, 0, 0, 2, b'h']);
+/// assert_eq!(f.next_frame(), Ok(None)); // the rest is not here yet
+/// f.push(&[b'i', 0, 0, 0, 0]);
+/// assert_eq!(f.next_frame().unwrap().as_deref(), Some(&b"hi"[..]));
+/// assert!(f.next_frame().is_err()); // an empty frame breaks the stream
+/// ```
+#[derive(Debug)]
+pub struct TcpFrames {
+    buf: BytesMut,
+    max_frame_size: usize,
+}
+
+impl TcpFrames {
+    /// An empty reader accepting frames of 1 to `max_frame_size` bytes.
+    pub fn new(max_frame_size: usize) -> Self {
+        TcpFrames { buf: BytesMut::with_capacity(READ_CHUNK), max_frame_size }
+    }
+
+    /// The next complete frame read so far, `None` until more bytes come,
+    /// or the error that ends the connection (what follows a bad prefix
+    /// is never cut: the reader stops there).
+    pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameLengthError> {
+        if self.buf.len() < PREFIX {
+            return Ok(None);
+        }
+        let mut prefix = [0u8; PREFIX];
+        prefix.copy_from_slice(&self.buf[..PREFIX]);
+        let len = u32::from_be_bytes(prefix) as usize;
+        if len == 0 || len > self.max_frame_size {
+            return Err(FrameLengthError { len, max: self.max_frame_size });
+        }
+        if self.buf.len() < PREFIX + len {
+            // Room for the whole frame, so that it arrives in one piece.
+            self.buf.reserve(PREFIX + len - self.buf.len());
+            return Ok(None);
+        }
+        self.buf.advance(PREFIX);
+        Ok(Some(self.buf.split_to(len).freeze()))
+    }
+
+    /// Where the next read goes: a new chunk when the current one has less
+    /// than 4 KiB of room left.
+    pub fn read_buf(&mut self) -> &mut BytesMut {
+        if self.buf.capacity() - self.buf.len() < MIN_READ_ROOM {
+            self.buf.reserve(READ_CHUNK);
+        }
+        &mut self.buf
+    }
+
+    /// Bytes as a read would deliver them (tests, fuzzing).
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.read_buf().extend_from_slice(bytes);
+    }
+
+    /// Bytes read and not yet cut into frames.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// Decodes one frame as the node does on every transport: a message, or
+/// why the node drops it (and counts it in `malformed_frames`).
+pub fn decode_frame<H: Header>(frame: Bytes) -> Result<Message<H>, WireError> {
+    crate::wire::decode::<H>(frame).map(|(header, body)| Message::from_wire(header, body))
+}
+
 /// Read frames until the connection ends (or breaks the framing, or the
 /// node shuts down).
 async fn serve<H: Header>(core: Arc<Core<H>>, mut rd: Reader) -> Ended {
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut frames = TcpFrames::new(core.max_frame_size);
     let mut shutdown = core.shutdown.clone();
     loop {
         // Every complete frame read so far, in order.
-        while buf.len() >= PREFIX {
-            let mut prefix = [0u8; PREFIX];
-            prefix.copy_from_slice(&buf[..PREFIX]);
-            let len = u32::from_be_bytes(prefix) as usize;
-            if len == 0 || len > core.max_frame_size {
-                // The stream cannot be re-synchronised: drop the connection.
-                bump(&core.counters.malformed_frames);
-                return Ended::Connection(format!("frame of {len} bytes outside 1..={}", core.max_frame_size));
-            }
-            if buf.len() < PREFIX + len {
-                buf.reserve(PREFIX + len - buf.len());
-                break;
-            }
-            buf.advance(PREFIX);
-            let frame = buf.split_to(len).freeze();
-            core.counters.tcp.on_received(len);
-            if core.receive_frame(frame, Transport::Tcp).await.is_err() {
-                return Ended::NodeClosed;
+        loop {
+            match frames.next_frame() {
+                Ok(Some(frame)) => {
+                    core.counters.tcp.on_received(frame.len());
+                    if core.receive_frame(frame, Transport::Tcp).await.is_err() {
+                        return Ended::NodeClosed;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    // The stream cannot be re-synchronised: drop the connection.
+                    bump(&core.counters.malformed_frames);
+                    return Ended::Connection(e.to_string());
+                }
             }
         }
-        if buf.capacity() - buf.len() < MIN_READ_ROOM {
-            buf.reserve(READ_CHUNK);
-        }
+        let pending = frames.pending();
         tokio::select! {
-            r = rd.read_buf(&mut buf) => match r {
-                Ok(0) if buf.is_empty() => return Ended::Connection("closed by peer".into()),
-                Ok(0) => return Ended::Connection(format!("closed by peer within a frame ({} bytes of it read)", buf.len())),
+            r = rd.read_buf(frames.read_buf()) => match r {
+                Ok(0) if pending == 0 => return Ended::Connection("closed by peer".into()),
+                Ok(0) => return Ended::Connection(format!("closed by peer within a frame ({pending} bytes of it read)")),
                 Ok(_) => {}
                 Err(e) => return Ended::Connection(e.to_string()),
             },

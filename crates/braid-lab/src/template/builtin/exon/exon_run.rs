@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use braid::exon::NodeId;
-use braid::exon_net::{ClockFile, ExonSecurity, ExonSocket, Outcome, SocketConfig};
+use braid::exon_net::{ClockFile, DurabilityStats, ExonSecurity, ExonSocket, Outcome, SocketConfig};
 use bytes::Bytes;
 
 use super::measure::{rpc_window, window_end, PeerResult, RunCfg};
@@ -23,8 +23,9 @@ use crate::template::{ResultExt, TemplateError};
 const A: NodeId = NodeId(0xa);
 const B: NodeId = NodeId(0xb);
 
-/// The receiving end's thread: its tally and the replies it accepted.
-type Server = std::thread::JoinHandle<Result<(Tally, u64), TemplateError>>;
+/// The receiving end's thread: its tally, the replies it accepted and its
+/// node's durability counters.
+type Server = std::thread::JoinHandle<Result<(Tally, u64, DurabilityStats), TemplateError>>;
 
 /// Poll interval of loops that also watch a stop flag.
 const TICK: Duration = Duration::from_millis(20);
@@ -97,7 +98,8 @@ fn serve(
             }
         }
         sock.close().await;
-        Ok((tally, replies.load(Ordering::Relaxed)))
+        // After close: the driver has stopped, every commit is counted.
+        Ok((tally, replies.load(Ordering::Relaxed), sock.durability()))
     })?;
     let addr = addr_rx
         .recv_timeout(Duration::from_secs(10))
@@ -149,6 +151,7 @@ impl SenderEnd {
         let st = self.sock.stats();
         self.sock.close().await;
         SenderReport {
+            durability: self.sock.durability(),
             start,
             accepted,
             acked: self.done.load(Ordering::Relaxed),
@@ -174,6 +177,8 @@ pub struct SenderReport {
     /// RPC: (completion time, latency) per request.
     completions: Vec<(Duration, Duration)>,
     replies: Tally,
+    /// Node a's durability counters, after close.
+    durability: DurabilityStats,
 }
 
 /// Waits until `want` outcomes arrived or `drain` passed.
@@ -261,7 +266,7 @@ impl OnewayRun {
         // Deliveries happen before acknowledgements: nothing more will come.
         std::thread::sleep(Duration::from_millis(100));
         self.stop.store(true, Ordering::Relaxed);
-        let (tally, _) = join(self.receiver, "Exon receiver")?;
+        let (tally, _, b_durability) = join(self.receiver, "Exon receiver")?;
         let s = s?;
         let deadline = s.start + self.cfg.limit;
         let end = window_end(tally.distinct(), tally.last_first_delivery(), self.cfg.messages, deadline);
@@ -283,6 +288,7 @@ impl OnewayRun {
             start: s.start,
             tally,
             latencies: Vec::new(),
+            durability: [s.durability, b_durability],
         })
     }
 }
@@ -351,7 +357,7 @@ pub fn rpc(ends: &Ends, cfg: &RunCfg) -> Result<PeerResult, TemplateError> {
     let s = join(client, "Exon RPC client");
     std::thread::sleep(Duration::from_millis(100));
     stop.store(true, Ordering::Relaxed);
-    let (requests, replies_sent) = join(server, "Exon RPC server")?;
+    let (requests, replies_sent, b_durability) = join(server, "Exon RPC server")?;
     let s = s?;
     let (end, counted) = rpc_window(&s.completions, s.start, cfg);
     // Request i is lost if accepted at a and never delivered at b; its
@@ -375,5 +381,6 @@ pub fn rpc(ends: &Ends, cfg: &RunCfg) -> Result<PeerResult, TemplateError> {
         retransmitted: s.retransmitted,
         start: s.start,
         tally: requests,
+        durability: [s.durability, b_durability],
     })
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use braid::exon_net::SocketConfig;
+use braid::exon_net::{DurabilityStats, SocketConfig};
 
 use super::message::Tally;
 
@@ -58,6 +58,10 @@ pub struct PeerResult {
     pub tally: Tally,
     /// When the sender started, since the run's epoch.
     pub start: Duration,
+    /// Exon only: the durability counters of node a (sender, RPC client)
+    /// and node b (receiver, RPC server), as their drivers counted them
+    /// (all zero without a journal).
+    pub durability: [DurabilityStats; 2],
 }
 
 impl PeerResult {

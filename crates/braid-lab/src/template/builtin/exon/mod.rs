@@ -11,6 +11,12 @@
 //!   each one's share of it after a warm-up;
 //! - `loopback`: Exon, then TCP, on 127.0.0.1 in this process, no emulator.
 //!
+//! With `journal`, Exon keeps durable records, and a `separate` or
+//! `loopback` experiment also measures Exon without them (same settings,
+//! right after): the cost of durability as a ratio of rates, and the group
+//! commit rate (messages per fsync) from the counters of both nodes'
+//! drivers (issue 23 item 4).
+//!
 //! Every Exon message is checked end to end by its identifier (`lost`,
 //! `duplicated`). Patterns: `oneway` (a sends as fast as backpressure
 //! allows; msgs/s at b) and `rpc` (`actors` loops at a, each waiting for its
@@ -56,7 +62,7 @@ use crate::template::{Context, Requirements, ResultExt, Template, TemplateError}
 use measure::{PeerResult, RunCfg};
 use message::Tally;
 use place::Ends;
-use report::{checks_pass, ExonRun, FairnessRun, PeerReport};
+use report::{checks_pass, durability_of, ExonRun, FairnessRun, PeerReport};
 
 /// The artifact holding a run's [`ExonRun`] or [`FairnessRun`].
 pub const REPORT_ARTIFACT: &str = "report";
@@ -185,7 +191,8 @@ impl Template for Exon {
         let Ok(s) = settings(params) else { return Duration::from_secs(20) };
         match s.mode {
             Mode::Fairness => FAIRNESS_WARMUP + s.limit + Duration::from_secs(4),
-            Mode::Separate | Mode::Loopback => s.limit * 2 + Duration::from_secs(4),
+            // With a journal, Exon runs twice: with it and without.
+            Mode::Separate | Mode::Loopback => s.limit * (2 + u32::from(s.journal)) + Duration::from_secs(4),
         }
     }
 
@@ -202,8 +209,8 @@ impl Template for Exon {
         match s.mode {
             Mode::Loopback => {
                 let cfg = run_cfg_with(&s, 4096, journal_dir);
-                let (exon, tcp) = measure_pair(ctx, &s, &Ends::loopback(), &cfg, "loopback")?;
-                report_pair(ctx, &s, &exon, &tcp);
+                let m = measure_pair(ctx, &s, &Ends::loopback(), &cfg, "loopback")?;
+                report_pair(ctx, &s, &m);
             }
             Mode::Separate | Mode::Fairness => {
                 let tb = ctx.testbed().link(s.link.clone()).build().context("building the testbed")?;
@@ -211,8 +218,8 @@ impl Template for Exon {
                     Mode::Fairness => fairness(ctx, &s, &ends, journal_dir).map(|f| report_fairness(ctx, &f)),
                     _ => {
                         let cfg = run_cfg_with(&s, outstanding(&s.link, s.size), journal_dir);
-                        let (exon, tcp) = measure_pair(ctx, &s, &ends, &cfg, &s.link.to_string())?;
-                        report_pair(ctx, &s, &exon, &tcp);
+                        let m = measure_pair(ctx, &s, &ends, &cfg, &s.link.to_string())?;
+                        report_pair(ctx, &s, &m);
                         Ok(())
                     }
                 });
@@ -359,22 +366,37 @@ fn run_cfg_with(s: &Settings, outstanding: usize, journal_dir: Option<PathBuf>) 
     }
 }
 
-/// Exon, then TCP, between `ends`.
-fn measure_pair(
-    ctx: &Context<'_>,
-    s: &Settings,
-    ends: &Ends,
-    cfg: &RunCfg,
-    over: &str,
-) -> Result<(PeerResult, PeerResult), TemplateError> {
+/// What one `separate` or `loopback` experiment measured.
+struct Measured {
+    /// Exon as configured (durable with a journal).
+    exon: PeerResult,
+    /// With a journal: Exon without one, same settings.
+    volatile: Option<PeerResult>,
+    tcp: PeerResult,
+}
+
+/// Exon (with a journal: durable, then without one), then TCP, between
+/// `ends`.
+fn measure_pair(ctx: &Context<'_>, s: &Settings, ends: &Ends, cfg: &RunCfg, over: &str) -> Result<Measured, TemplateError> {
     let p = s.pattern.name();
-    ctx.progress(0.0);
-    let exon = match s.pattern {
+    let exon_run = |cfg: &RunCfg| match s.pattern {
         Pattern::Oneway => exon_run::oneway(ends, cfg),
         Pattern::Rpc => exon_run::rpc(ends, cfg),
-    }
-    .with_context(|| format!("Exon {p} over {over}"))?;
-    ctx.progress(0.5);
+    };
+    let runs = if cfg.journal_dir.is_some() { 3.0 } else { 2.0 };
+    ctx.progress(0.0);
+    let exon = exon_run(cfg).with_context(|| format!("Exon {p} over {over}"))?;
+    ctx.progress(1.0 / runs);
+    let volatile = match cfg.journal_dir {
+        Some(_) => {
+            ctx.check_deadline("after the durable Exon run, before the volatile one")?;
+            let volatile_cfg = RunCfg { journal_dir: None, ..cfg.clone() };
+            let v = exon_run(&volatile_cfg).with_context(|| format!("Exon {p} without a journal over {over}"))?;
+            ctx.progress(2.0 / runs);
+            Some(v)
+        }
+        None => None,
+    };
     ctx.check_deadline("after the Exon run, before TCP's")?;
     let tcp = match s.pattern {
         Pattern::Oneway => tcp_run::oneway(ends, cfg, &s.tcp_cc),
@@ -382,7 +404,7 @@ fn measure_pair(
     }
     .with_context(|| format!("TCP {p} over {over}"))?;
     ctx.progress(1.0);
-    Ok((exon, tcp))
+    Ok(Measured { exon, volatile, tcp })
 }
 
 /// Width of the bins of a run's rate series: about 20 over the window,
@@ -402,8 +424,14 @@ fn record_rate_series(ctx: &mut Context<'_>, name: &str, r: &PeerResult) {
 }
 
 /// The scalars, series and artifact of a run of Exon and TCP in turn.
-fn report_pair(ctx: &mut Context<'_>, s: &Settings, exon: &PeerResult, tcp: &PeerResult) {
+fn report_pair(ctx: &mut Context<'_>, s: &Settings, m: &Measured) {
+    let (exon, tcp) = (&m.exon, &m.tcp);
     let (e, t) = (PeerReport::new(s.pattern, exon, true), PeerReport::new(s.pattern, tcp, false));
+    let v = m.volatile.as_ref().map(|v| PeerReport::new(s.pattern, v, true));
+    let (fsyncs, messages_per_fsync, durable_over_volatile, durability) = durability_of(&e, exon, v.as_ref());
+    // Both Exon runs are checked end to end; the sums cover both.
+    let (v_lost, v_duplicated) = m.volatile.as_ref().map_or((0, 0), |v| (v.lost, v.duplicated));
+    let volatile_ok = m.volatile.as_ref().is_none_or(|v| checks_pass(v, tcp));
     let run = ExonRun {
         mode: s.mode,
         pattern: s.pattern,
@@ -420,9 +448,14 @@ fn report_pair(ctx: &mut Context<'_>, s: &Settings, exon: &PeerResult, tcp: &Pee
         ratio: e.rate() / t.rate().max(1e-9),
         exon: e,
         tcp: t,
-        lost: exon.lost,
-        duplicated: exon.duplicated,
-        ok: checks_pass(exon, tcp),
+        lost: exon.lost + v_lost,
+        duplicated: exon.duplicated + v_duplicated,
+        ok: checks_pass(exon, tcp) && volatile_ok,
+        fsyncs,
+        messages_per_fsync,
+        volatile: v,
+        durable_over_volatile,
+        durability,
     };
     let key = s.pattern.rate_key();
     ctx.record(&format!("exon_{key}"), run.exon.rate());
@@ -438,8 +471,16 @@ fn report_pair(ctx: &mut Context<'_>, s: &Settings, exon: &PeerResult, tcp: &Pee
             ctx.record(&format!("{peer}_p99_ms"), v);
         }
     }
-    ctx.record("lost", exon.lost as f64);
-    ctx.record("duplicated", exon.duplicated as f64);
+    ctx.record("lost", run.lost as f64);
+    ctx.record("duplicated", run.duplicated as f64);
+    ctx.record("exon_fsyncs", run.fsyncs as f64);
+    if let Some(x) = run.messages_per_fsync {
+        ctx.record("exon_messages_per_fsync", x);
+    }
+    if let (Some(v), Some(r)) = (&run.volatile, run.durable_over_volatile) {
+        ctx.record(&format!("exon_volatile_{key}"), v.rate());
+        ctx.record("durable_over_volatile_ratio", r);
+    }
     ctx.record("exon_in_doubt", exon.in_doubt as f64);
     ctx.record("exon_datagrams_sent", exon.datagrams as f64);
     ctx.record("exon_fragments_retransmitted", exon.retransmitted as f64);
@@ -448,11 +489,13 @@ fn report_pair(ctx: &mut Context<'_>, s: &Settings, exon: &PeerResult, tcp: &Pee
         record_rate_series(ctx, "msgs_per_s.exon", exon);
         record_rate_series(ctx, "msgs_per_s.tcp", tcp);
     }
-    if !run.ok {
-        ctx.warn(&format!(
-            "Exon's end-to-end checks failed: lost {}, duplicated {}, corrupt {}, in doubt {}, drained {}; TCP corrupt {}",
-            exon.lost, exon.duplicated, exon.corrupt, exon.in_doubt, exon.drained, tcp.corrupt
-        ));
+    for (what, x) in std::iter::once(("Exon", exon)).chain(m.volatile.as_ref().map(|v| ("Exon without a journal", v))) {
+        if !checks_pass(x, tcp) {
+            ctx.warn(&format!(
+                "{what}: end-to-end checks failed: lost {}, duplicated {}, corrupt {}, in doubt {}, drained {}; TCP corrupt {}",
+                x.lost, x.duplicated, x.corrupt, x.in_doubt, x.drained, tcp.corrupt
+            ));
+        }
     }
     artifact(ctx, &run);
 }
@@ -596,6 +639,39 @@ mod tests {
         assert_eq!(series_bin(Duration::from_secs(100)), Duration::from_secs(1));
     }
 
+    /// The durability figures agree with each other and with the scalars:
+    /// with a journal, fsyncs were counted, messages per fsync times fsyncs
+    /// gives the messages, the volatile run happened and the ratio is of
+    /// the two rates; without one, nothing was counted.
+    fn durability_is_consistent(a: &ExonRun, r: &crate::oneoff::OneOffResult) {
+        assert_eq!(r.metric("exon_fsyncs"), Some(a.fsyncs as f64));
+        if !a.journal {
+            assert_eq!((a.fsyncs, a.messages_per_fsync), (0, None), "{a:?}");
+            assert!(a.volatile.is_none() && a.durable_over_volatile.is_none() && a.durability.is_none());
+            assert_eq!(r.metric("durable_over_volatile_ratio"), None);
+            return;
+        }
+        let d = a.durability.as_ref().expect("a journal run reports its durability");
+        assert!(a.fsyncs > 0 && d.a.fsyncs > 0 && d.b.fsyncs > 0, "{a:?}");
+        assert_eq!(a.fsyncs, d.a.fsyncs + d.b.fsyncs);
+        let messages = (d.a.messages + d.b.messages) as f64;
+        let per = a.messages_per_fsync.unwrap();
+        assert!((per * a.fsyncs as f64 - messages).abs() < 1e-6 * messages, "{a:?}");
+        for n in [&d.a, &d.b] {
+            assert!((n.messages_per_fsync.unwrap() * n.fsyncs as f64 - n.messages as f64).abs() < 1e-6 * n.messages as f64);
+            assert!(n.records >= n.messages / 2, "{n:?}");
+        }
+        // Group commit: the sender's commits carry many messages each.
+        assert!(d.a.messages_per_fsync.unwrap() > 1.0, "{d:?}");
+        let v = a.volatile.as_ref().expect("the volatile run");
+        assert!(v.rate() > 0.0);
+        assert_eq!((d.durable_per_s, d.volatile_per_s), (a.exon.rate(), v.rate()));
+        assert_eq!(a.durable_over_volatile, Some(a.exon.rate() / v.rate()));
+        assert_eq!(r.metric("durable_over_volatile_ratio"), a.durable_over_volatile);
+        assert_eq!(r.metric("exon_messages_per_fsync"), a.messages_per_fsync);
+        assert!(a.durable_row().is_some());
+    }
+
     /// Loopback through the one-off runner (no root needed): both peers
     /// deliver, Exon's checks pass, the scalars match the artifact.
     #[test]
@@ -616,6 +692,13 @@ mod tests {
                 ("time_limit".to_string(), Value::Duration(Duration::from_secs(5))),
                 ("journal".to_string(), Value::Bool(true)),
             ],
+            vec![
+                ("mode".to_string(), Value::Enum("loopback".into())),
+                ("size".to_string(), Value::Size(64)),
+                ("messages".to_string(), Value::Int(2000)),
+                ("time_limit".to_string(), Value::Duration(Duration::from_secs(5))),
+                ("journal".to_string(), Value::Bool(true)),
+            ],
         ];
         let runs = run_experiments(exon, experiments, &OneOffOptions { seed: 9, timeout: None }).unwrap();
         for r in &runs {
@@ -630,7 +713,15 @@ mod tests {
             assert_eq!(r.metric("ok"), Some(1.0));
             assert!(a.exon.rate() > 0.0 && a.tcp.rate() > 0.0, "{a:?}");
             assert_eq!(a.link, None);
+            durability_is_consistent(&a, r);
             match a.pattern {
+                Pattern::Oneway if a.journal => {
+                    assert_eq!(a.exon.delivered, 2000);
+                    // Node a committed each message it sent once, node b
+                    // each it received once: 2000 each way.
+                    let d = a.durability.as_ref().unwrap();
+                    assert_eq!((d.a.messages, d.b.messages), (2000, 2000), "{d:?}");
+                }
                 Pattern::Oneway => {
                     assert_eq!((a.exon.delivered, a.seed), (2000, 9));
                     let series = r.series("msgs_per_s.exon");
@@ -644,6 +735,10 @@ mod tests {
                     assert!(a.journal);
                     assert_eq!(a.actors, Some(4));
                     assert_eq!(a.exon.delivered, 200);
+                    // Requests and replies: 200 sent and 200 received at
+                    // each node.
+                    let d = a.durability.as_ref().unwrap();
+                    assert_eq!((d.a.messages, d.b.messages), (400, 400), "{d:?}");
                     assert_eq!(r.metric("exon_p50_ms"), a.exon.p50_ms);
                     assert!(a.exon.p50_ms <= a.exon.p99_ms);
                 }

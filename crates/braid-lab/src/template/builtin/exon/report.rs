@@ -3,7 +3,9 @@
 //! tables and JSON `braid bench exon` prints from them. The JSON keys are
 //! the bench's contract: `exon`, `tcp` (each with `msgs_per_s` or
 //! `requests_per_s`, `p50_ms`, `p99_ms`, ...), `ratio`, `lost`,
-//! `duplicated`.
+//! `duplicated`; added since, and only added: `fsyncs`,
+//! `messages_per_fsync`, `volatile`, `durable_over_volatile` and
+//! `durability` (Exon with a journal, issue 23 item 4).
 //!
 //! ```
 //! use braid_lab::template::builtin::exon::report::{grid_json, ExonRun};
@@ -13,6 +15,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+
+use braid::exon_net::DurabilityStats;
 
 use super::measure::PeerResult;
 use super::{Mode, Pattern};
@@ -92,6 +96,53 @@ impl PeerReport {
     }
 }
 
+/// One Exon node's durability counters in a run, as its driver counted
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NodeDurability {
+    /// Group commits: journal appends, one fdatasync each.
+    pub fsyncs: u64,
+    /// Messages made durable here (sent and received), each one having
+    /// waited for a group commit.
+    pub messages: u64,
+    /// `messages / fsyncs` (`null` without a commit).
+    pub messages_per_fsync: Option<f64>,
+    /// Journal records the commits wrote.
+    pub records: u64,
+    /// Checkpoints (journal rewrites).
+    pub checkpoints: u64,
+    /// Writes of the clock file.
+    pub clock_writes: u64,
+}
+
+impl From<&DurabilityStats> for NodeDurability {
+    fn from(d: &DurabilityStats) -> Self {
+        NodeDurability {
+            fsyncs: d.commits,
+            messages: d.messages_committed(),
+            messages_per_fsync: d.messages_per_commit(),
+            records: d.records,
+            checkpoints: d.checkpoints,
+            clock_writes: d.clock_writes,
+        }
+    }
+}
+
+/// What Exon's durable records cost in a run with a journal: the rates with
+/// and without it (same run, same settings) and each node's group commits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Durability {
+    /// Exon's rate with the journal (messages or requests per second, as
+    /// the pattern measures).
+    pub durable_per_s: f64,
+    /// Exon's rate without it.
+    pub volatile_per_s: f64,
+    /// Node a: the sender (RPC client).
+    pub a: NodeDurability,
+    /// Node b: the receiver (RPC server).
+    pub b: NodeDurability,
+}
+
 /// Exon, then kernel TCP, over the same link (or loopback): one experiment
 /// of mode `separate` or `loopback`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,6 +188,47 @@ pub struct ExonRun {
     /// Exon lost, duplicated and corrupted nothing, drained, and TCP
     /// corrupted nothing.
     pub ok: bool,
+    /// Group commits (journal appends, one fdatasync each) of both Exon
+    /// nodes, counted by their drivers; 0 without a journal.
+    #[serde(default)]
+    pub fsyncs: u64,
+    /// Messages made durable per group commit over both nodes (a message
+    /// counts at its sender and at its receiver, where each commits it);
+    /// `null` without a journal.
+    #[serde(default)]
+    pub messages_per_fsync: Option<f64>,
+    /// With a journal: Exon without one, in the same run with the same
+    /// settings (`null` otherwise).
+    #[serde(default)]
+    pub volatile: Option<PeerReport>,
+    /// With a journal: Exon's rate with it over its rate without.
+    #[serde(default)]
+    pub durable_over_volatile: Option<f64>,
+    /// With a journal: the rates and each node's counters.
+    #[serde(default)]
+    pub durability: Option<Durability>,
+}
+
+/// The durability fields of a run: `exon` measured (with a journal or
+/// not), `volatile` the same without a journal when `exon` had one.
+/// Returns `fsyncs`, `messages_per_fsync`, `durable_over_volatile` and
+/// `durability`, in that order.
+pub fn durability_of(
+    exon: &PeerReport,
+    result: &PeerResult,
+    volatile: Option<&PeerReport>,
+) -> (u64, Option<f64>, Option<f64>, Option<Durability>) {
+    let both = result.durability[0].plus(&result.durability[1]);
+    let Some(v) = volatile else {
+        return (both.commits, both.messages_per_commit(), None, None);
+    };
+    let d = Durability {
+        durable_per_s: exon.rate(),
+        volatile_per_s: v.rate(),
+        a: NodeDurability::from(&result.durability[0]),
+        b: NodeDurability::from(&result.durability[1]),
+    };
+    (both.commits, both.messages_per_commit(), Some(exon.rate() / v.rate().max(1e-9)), Some(d))
 }
 
 /// Exon lost or duplicated nothing, nothing arrived corrupted.
@@ -160,6 +252,33 @@ impl ExonRun {
 
     /// The line below that table.
     pub const NOTE: &'static str = "(/s: messages per second for oneway, requests per second for rpc; ratio = Exon / TCP; lost and duplicated: Exon, checked end to end)";
+
+    /// Header of the durability table (runs with a journal).
+    pub const DURABLE_HEADER: [&'static str; 7] =
+        ["run", "durable /s", "volatile /s", "durable/volatile", "fsyncs", "msgs/fsync", "a / b msgs/fsync"];
+
+    /// The line below that table.
+    pub const DURABLE_NOTE: &'static str = "(durable: Exon with clock and journal files, volatile: without, same run and settings; fsyncs: group commits of both nodes, one fdatasync each, counted by the drivers; msgs/fsync: messages made durable per commit, each message counting at its sender and at its receiver)";
+
+    /// This run's row under [`DURABLE_HEADER`](Self::DURABLE_HEADER)
+    /// (`None` without a journal).
+    pub fn durable_row(&self) -> Option<Vec<String>> {
+        let d = self.durability.as_ref()?;
+        let rate = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.0}"));
+        let run = match &self.link {
+            Some(l) => format!("{} {l}", self.pattern.name()),
+            None => format!("{} {} B loopback", self.pattern.name(), self.size),
+        };
+        Some(vec![
+            run,
+            format!("{:.0}", d.durable_per_s),
+            format!("{:.0}", d.volatile_per_s),
+            self.durable_over_volatile.map_or_else(|| "-".into(), |r| format!("{r:.2}")),
+            self.fsyncs.to_string(),
+            rate(self.messages_per_fsync),
+            format!("{} / {}", rate(d.a.messages_per_fsync), rate(d.b.messages_per_fsync)),
+        ])
+    }
 
     /// Header of the loopback table.
     pub const LOOPBACK_HEADER: [&'static str; 6] = ["size", "Exon msgs/s", "TCP msgs/s", "ratio", "lost", "duplicated"];
@@ -225,6 +344,11 @@ pub fn loopback_json(runs: &[ExonRun]) -> serde_json::Value {
                 "ratio": r.ratio,
                 "lost": r.lost,
                 "duplicated": r.duplicated,
+                "fsyncs": r.fsyncs,
+                "messages_per_fsync": r.messages_per_fsync,
+                "volatile": r.volatile,
+                "durable_over_volatile": r.durable_over_volatile,
+                "durability": r.durability,
             })
         })
         .collect();
@@ -339,6 +463,11 @@ mod tests {
             lost: exon.lost,
             duplicated: exon.duplicated,
             ok: checks_pass(exon, tcp),
+            fsyncs: 0,
+            messages_per_fsync: None,
+            volatile: None,
+            durable_over_volatile: None,
+            durability: None,
         }
     }
 
@@ -400,6 +529,45 @@ mod tests {
             let back: ExonRun = serde_json::from_value(r.json()).unwrap();
             assert_eq!(back, r);
         }
+    }
+
+    /// The durability keys are there without a journal (0 fsyncs, nulls)
+    /// and carry the drivers' counters with one; the rest is unchanged.
+    #[test]
+    fn durability_keys_are_added_only() {
+        let plain = run(Pattern::Oneway, &result(100, 500, &[]), &result(50, 500, &[]));
+        let j = plain.json();
+        assert_eq!(j["fsyncs"], 0);
+        for k in ["messages_per_fsync", "volatile", "durable_over_volatile", "durability"] {
+            assert_eq!(j[k], serde_json::Value::Null, "{k}");
+        }
+        assert_eq!(plain.durable_row(), None);
+        let mut durable = result(100, 500, &[]);
+        let node = |commits, sent, received| DurabilityStats {
+            commits,
+            records: sent + received,
+            sends_committed: sent,
+            receipts_committed: received,
+            ..Default::default()
+        };
+        durable.durability = [node(4, 100, 0), node(10, 0, 100)];
+        let mut r = run(Pattern::Oneway, &durable, &result(50, 500, &[]));
+        let volatile = PeerReport::new(Pattern::Oneway, &result(100, 250, &[]), true);
+        let (fsyncs, per, over, d) = durability_of(&r.exon, &durable, Some(&volatile));
+        (r.fsyncs, r.messages_per_fsync, r.volatile, r.durable_over_volatile, r.durability) = (fsyncs, per, Some(volatile), over, d);
+        let j = r.json();
+        assert_eq!((j["fsyncs"].as_u64(), j["messages_per_fsync"].as_f64()), (Some(14), Some(200.0 / 14.0)));
+        assert_eq!(j["durable_over_volatile"], 0.5);
+        assert_eq!(j["volatile"]["msgs_per_s"], 400.0);
+        assert_eq!(j["durability"]["a"]["messages_per_fsync"], 25.0);
+        assert_eq!(j["durability"]["b"]["fsyncs"], 10);
+        assert_eq!(j["exon"]["msgs_per_s"], 200.0);
+        assert_eq!(r.durable_row().unwrap()[1..], ["200", "400", "0.50", "14", "14", "25 / 10"]);
+        let l = loopback_json(&[r.clone()]);
+        assert_eq!(l["loopback"][0]["fsyncs"], 14);
+        assert_eq!(l["loopback"][0]["durability"]["durable_per_s"], 200.0);
+        let back: ExonRun = serde_json::from_value(j).unwrap();
+        assert_eq!(back, r);
     }
 
     #[test]
