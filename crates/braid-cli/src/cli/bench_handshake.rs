@@ -76,15 +76,7 @@ pub async fn run(args: BenchHandshakeArgs) -> anyhow::Result<Outcome> {
     }
     .await
     .context("benchmark task")??;
-    let mut runs = Vec::with_capacity(results.len());
-    for r in &results {
-        let peer = r.params.get("peer").map(Value::to_text).unwrap_or_default();
-        if let Some(e) = &r.error {
-            anyhow::bail!("{peer} run failed: {e}");
-        }
-        let artifact = r.artifact(REPORT_ARTIFACT).with_context(|| format!("{peer} run left no report"))?;
-        runs.push(serde_json::from_value::<HandshakeRun>(artifact.clone()).with_context(|| format!("{peer} run's report"))?);
-    }
+    let runs: Vec<HandshakeRun> = super::bench::peer_reports(&results, REPORT_ARTIFACT)?;
     let summary = HandshakeSummary::new(&runs, args.repeat)?;
     if args.json {
         emit(&summary.json().to_string());

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use braid::size::ByteSize;
-use braid_lab::oneoff::{run_experiments_with_progress, OneOffOptions};
+use braid_lab::oneoff::{run_experiments_with_progress, OneOffOptions, OneOffResult};
 use braid_lab::param::Value;
 use braid_lab::template::builtin::stream::summary::{StreamRun, StreamSummary};
 use braid_lab::template::builtin::stream::{quic, Peer, Stream, REPORT_ARTIFACT};
@@ -91,6 +91,26 @@ impl StreamArgs {
 /// rotating by one each round.
 /// The runs of one round: Braid (encrypted unless `--insecure-no-auth`),
 /// TCP, quinn, and Braid without authentication to measure its cost.
+/// Each one-off run's report artifact, parsed; the first failed run (or
+/// one without a report) ends the benchmark with an error naming its peer
+/// (the experiment's `peer` parameter).
+pub(crate) fn peer_reports<T: serde::de::DeserializeOwned>(
+    results: &[OneOffResult],
+    artifact: &str,
+) -> anyhow::Result<Vec<T>> {
+    let mut runs = Vec::with_capacity(results.len());
+    for r in results {
+        let peer = r.params.get("peer").map(Value::to_text).unwrap_or_default();
+        if let Some(e) = &r.error {
+            let hint = if e.starts_with("deadline passed") { " (see --timeout)" } else { "" };
+            anyhow::bail!("{peer} run failed: {e}{hint}");
+        }
+        let json = r.artifact(artifact).with_context(|| format!("{peer} run left no report"))?;
+        runs.push(serde_json::from_value::<T>(json.clone()).with_context(|| format!("{peer} run's report"))?);
+    }
+    Ok(runs)
+}
+
 fn round_runs(args: &StreamArgs) -> Vec<(Peer, bool)> {
     let mut runs = vec![(Peer::Braid, !args.insecure_no_auth), (Peer::Tcp, false), (Peer::Quinn, false)];
     if !args.insecure_no_auth {
@@ -132,16 +152,7 @@ pub async fn run(args: StreamArgs) -> anyhow::Result<Outcome> {
     }
         .await
         .context("benchmark task")??;
-    let mut runs = Vec::with_capacity(results.len());
-    for r in &results {
-        let peer = r.params.get("peer").map(Value::to_text).unwrap_or_default();
-        if let Some(e) = &r.error {
-            let hint = if e.starts_with("deadline passed") { " (see --timeout)" } else { "" };
-            anyhow::bail!("{peer} run failed: {e}{hint}");
-        }
-        let artifact = r.artifact(REPORT_ARTIFACT).with_context(|| format!("{peer} run left no report"))?;
-        runs.push(serde_json::from_value::<StreamRun>(artifact.clone()).with_context(|| format!("{peer} run's report"))?);
-    }
+    let runs: Vec<StreamRun> = peer_reports(&results, REPORT_ARTIFACT)?;
     let summary = StreamSummary::new(&runs, args.repeat)?;
     if args.json {
         emit(&summary.json().to_string());
