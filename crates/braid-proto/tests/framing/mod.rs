@@ -18,7 +18,9 @@
 
 use braid_core::Instant;
 use braid_proto::wire::{encode_data_frame, encode_data_header, PacketType, PublicHeader};
-use braid_proto::{CloseReason, Endpoint, EndpointConfig, Event, Security, TransportConfig};
+use std::net::SocketAddr;
+
+use braid_proto::{CloseReason, ConnectionHandle, Endpoint, EndpointConfig, Event, Security, TransportConfig};
 use bytes::Bytes;
 
 /// The server's largest message: small, so that the input reaches it.
@@ -56,17 +58,12 @@ fn config(accept: bool) -> EndpointConfig {
     EndpointConfig { accept_incoming: accept, security: Security::Insecure, transport, ..Default::default() }
 }
 
-/// Runs the property on `data`: byte 0 picks the DATA frame size (1 to
-/// 256 bytes), byte 1 the delivery (bit 0: each pair of frames swapped,
-/// bit 1: every third frame sent twice), the rest is the stream after a
-/// first message of the client's own. Panics if the property fails.
-pub fn check(data: &[u8]) {
-    let (Some(&size), Some(&order)) = (data.first(), data.get(1)) else { return };
-    let body = &data[2..];
-    let (a, b) = ("192.0.2.1:1".parse().unwrap(), "192.0.2.2:1".parse().unwrap());
-    let mut client = Endpoint::new(config(false), 1);
-    let mut server = Endpoint::new(config(true), 2);
-    let now = Instant::from_nanos(1_000_000_000);
+/// Opens a connection from `client` (at `a`) to `server` (at `b`) with a
+/// first message `hello` (stream offsets 0..6), in one instant: the
+/// server's connection ID (as the client's Data packets carry it) and the
+/// server's handle of the connection. Shared with the fuzz target
+/// `sealed`, which forges packets under that ID.
+pub fn establish(client: &mut Endpoint, server: &mut Endpoint, now: Instant, a: SocketAddr, b: SocketAddr) -> (u64, ConnectionHandle) {
     let conn = client.connect(now, b).expect("connect");
     // A real first message: its Data packet names the server's connection
     // ID, and it takes stream offsets 0..6.
@@ -94,6 +91,22 @@ pub fn check(data: &[u8]) {
         }
     }
     let (Some(cid), Some(h)) = (server_cid, accepted) else { panic!("no handshake") };
+    (cid, h)
+}
+
+/// Runs the property on `data`: byte 0 picks the DATA frame size (1 to
+/// 256 bytes), byte 1 the delivery (bit 0: each pair of frames swapped,
+/// bit 1: every third frame sent twice), the rest is the stream after a
+/// first message of the client's own. Panics if the property fails.
+pub fn check(data: &[u8]) {
+    let (Some(&size), Some(&order)) = (data.first(), data.get(1)) else { return };
+    let body = &data[2..];
+    let (a, b) = ("192.0.2.1:1".parse().unwrap(), "192.0.2.2:1".parse().unwrap());
+    let mut client = Endpoint::new(config(false), 1);
+    let mut server = Endpoint::new(config(true), 2);
+    let now = Instant::from_nanos(1_000_000_000);
+    let (cid, h) = establish(&mut client, &mut server, now, a, b);
+    let mut buf = Vec::new();
     let mut stream = vec![0x05];
     stream.extend_from_slice(b"hello");
     let first = stream.len() as u64;
