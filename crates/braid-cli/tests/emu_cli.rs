@@ -38,6 +38,15 @@ fn up_json(name: &str, links: &[&str]) -> serde_json::Value {
     serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
 }
 
+/// Whether a measured ping RTT is the configured one: this test checks
+/// that `up` and `set` reach the link (40 ms vs 80 ms), not the emulator's
+/// precision, which `emu_delay` holds to 1 ms on a quiet machine. A loaded
+/// CI runner wakes the forwarder late, which only adds delay (42.1 ms seen
+/// for 40), so the bound is 1 ms below and 5 ms above.
+fn near_rtt(measured: f64, configured: f64) -> bool {
+    measured >= configured - 1.0 && measured <= configured + 5.0
+}
+
 #[test]
 fn up_exec_set_down() {
     if !ready(&["ping"]) {
@@ -62,13 +71,13 @@ fn up_exec_set_down() {
     let out = run(&["emu", "exec", "--name", "cli", "a", "--", "ping", "-c", "5", "-i", "0.05", "-n", "192.0.2.6"], Duration::from_secs(30));
     assert!(out.success(), "{}", out.stderr);
     let rtts: Vec<f64> = parse_ping_plain(&out.stdout);
-    assert!(rtts.len() == 5 && (median(&rtts) - 40.0).abs() <= 1.0, "{}", out.stdout);
+    assert!(rtts.len() == 5 && near_rtt(median(&rtts), 40.0), "{}", out.stdout);
 
     let out = run(&["emu", "set", "--name", "cli", "1", "rtt=80ms"], Duration::from_secs(30));
     assert!(out.success(), "{}", out.stderr);
     let out = run(&["emu", "exec", "--name", "cli", "a", "--", "ping", "-c", "5", "-i", "0.05", "-n", "192.0.2.6"], Duration::from_secs(30));
     let rtts = parse_ping_plain(&out.stdout);
-    assert!(rtts.len() == 5 && (median(&rtts) - 80.0).abs() <= 1.0, "{}", out.stdout);
+    assert!(rtts.len() == 5 && near_rtt(median(&rtts), 80.0), "{}", out.stdout);
     let out = run(&["emu", "set", "--name", "cli", "7", "rtt=1ms"], Duration::from_secs(30));
     assert!(!out.success() && out.stderr.contains("no path `7`"), "{}", out.stderr);
     let out = run(&["emu", "exec", "--name", "cli", "c", "--", "true"], Duration::from_secs(30));
