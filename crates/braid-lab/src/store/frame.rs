@@ -306,22 +306,7 @@ impl<'a> SeenKey<'a> {
     /// Rank of each local id: by number when every value seen has one,
     /// else by text (as [`ScalarTable::groups`] promises).
     fn ranks(&self) -> Vec<u32> {
-        let mut order: Vec<u32> = (0..self.texts.len() as u32).collect();
-        let numeric = self.texts.iter().all(|(_, n)| n.is_some());
-        order.sort_by(|&a, &b| {
-            let (ta, na) = self.texts[a as usize];
-            let (tb, nb) = self.texts[b as usize];
-            if numeric {
-                na.unwrap_or(0.0).total_cmp(&nb.unwrap_or(0.0)).then_with(|| ta.cmp(tb))
-            } else {
-                ta.cmp(tb)
-            }
-        });
-        let mut rank = vec![0; order.len()];
-        for (r, &id) in order.iter().enumerate() {
-            rank[id as usize] = r as u32;
-        }
-        rank
+        super::query::display_ranks(&self.texts)
     }
 }
 

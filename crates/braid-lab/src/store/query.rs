@@ -87,22 +87,7 @@ impl KeyValues {
 
     /// The rank of each value id in display order.
     fn ranks(&self) -> Vec<u32> {
-        let mut order: Vec<u32> = (0..self.values.len() as u32).collect();
-        let numeric = self.values.iter().all(|(_, n)| n.is_some());
-        order.sort_by(|&a, &b| {
-            let (ta, na) = &self.values[a as usize];
-            let (tb, nb) = &self.values[b as usize];
-            if numeric {
-                na.unwrap_or(0.0).total_cmp(&nb.unwrap_or(0.0)).then_with(|| ta.cmp(tb))
-            } else {
-                ta.cmp(tb)
-            }
-        });
-        let mut rank = vec![0; order.len()];
-        for (r, &id) in order.iter().enumerate() {
-            rank[id as usize] = r as u32;
-        }
-        rank
+        display_ranks(&self.values)
     }
 }
 
@@ -226,4 +211,26 @@ impl Store {
             experiments: exp_key.len() as u64,
         })
     }
+}
+
+/// The rank of each value (by index) in display order: by number when
+/// every value has one (ties by text), else by text. Shared by the SQL
+/// path and the in-memory frame so both group in the same order.
+pub(crate) fn display_ranks<T: AsRef<str>>(values: &[(T, Option<f64>)]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..values.len() as u32).collect();
+    let numeric = values.iter().all(|(_, n)| n.is_some());
+    order.sort_by(|&a, &b| {
+        let (ta, na) = &values[a as usize];
+        let (tb, nb) = &values[b as usize];
+        if numeric {
+            na.unwrap_or(0.0).total_cmp(&nb.unwrap_or(0.0)).then_with(|| ta.as_ref().cmp(tb.as_ref()))
+        } else {
+            ta.as_ref().cmp(tb.as_ref())
+        }
+    });
+    let mut rank = vec![0; order.len()];
+    for (r, &id) in order.iter().enumerate() {
+        rank[id as usize] = r as u32;
+    }
+    rank
 }
