@@ -346,6 +346,9 @@ fn report(ctx: &mut Context<'_>, s: &Settings, r: &RunResult) {
         smoothed_rtt_ms: st.smoothed_rtt.as_secs_f64() * 1e3,
         min_rtt_ms: st.min_rtt.as_secs_f64() * 1e3,
     });
+    if let Some(mtu) = r.quinn_mtu {
+        ctx.record("quinn_mtu", f64::from(mtu));
+    }
     if let Some(b) = braid {
         ctx.record("packets_lost", b.packets_lost as f64);
         ctx.record("retransmitted_bytes", b.retransmitted_bytes as f64);
@@ -367,6 +370,7 @@ fn report(ctx: &mut Context<'_>, s: &Settings, r: &RunResult) {
         msgs_per_s,
         braid,
         encrypted: s.peer == Peer::Braid && s.encrypted,
+        quinn_mtu: r.quinn_mtu,
     };
     match serde_json::to_value(&run) {
         Ok(json) => ctx.artifact(REPORT_ARTIFACT, json),
@@ -483,6 +487,34 @@ mod tests {
                 Peer::Quinn => assert_eq!(a.chunk, Some(128 << 10)),
             }
         }
+    }
+
+    /// An `mtu` larger than a QUIC Initial may be (its Length field is
+    /// below 2^14) used to panic quinn: it now starts at the largest
+    /// Initial. Each peer gets every byte.
+    #[test]
+    fn large_datagrams_run_on_every_peer() {
+        let stream: Arc<dyn Template> = Arc::new(Stream);
+        let experiments = ["braid", "quinn"]
+            .into_iter()
+            .map(|peer| {
+                vec![
+                    ("peer".to_string(), Value::Enum(peer.into())),
+                    ("bytes".to_string(), Value::Size(32 << 20)),
+                    ("mtu".to_string(), Value::Int(65_000)),
+                ]
+            })
+            .collect();
+        let options = OneOffOptions { seed: 1, timeout: Some(Duration::from_secs(60)) };
+        let runs = run_experiments(stream, experiments, &options).unwrap();
+        for r in &runs {
+            assert!(r.ok(), "{:?}", r.error);
+        }
+        // quinn's path MTU at the end, whatever it is (its peer's default
+        // max_udp_payload_size keeps it at 1472 bytes), is on record.
+        let quinn_mtu = runs[1].metric("quinn_mtu").expect("quinn's path MTU");
+        assert!((1200.0..=65_000.0).contains(&quinn_mtu), "quinn at {quinn_mtu} bytes");
+        assert!(runs[0].metric("quinn_mtu").is_none());
     }
 
     /// With a link, every peer runs between the hosts of a testbed and

@@ -112,6 +112,8 @@ pub struct RunResult {
     pub elapsed: Duration,
     /// Braid's sender-side counters.
     pub braid_stats: Option<ConnectionStats>,
+    /// quinn's path MTU at the end of the run (quinn only).
+    pub quinn_mtu: Option<u16>,
 }
 
 /// What each peer's ends need.
@@ -192,10 +194,10 @@ pub async fn run(
         }
     };
     match client.wait().await {
-        Ok(Sent { start, end, braid_stats }) => {
+        Ok(Sent { start, end, braid_stats, quinn_mtu }) => {
             let _ = release_tx.send(());
             server.wait().await?;
-            Ok(RunResult { elapsed: end.saturating_duration_since(start), braid_stats })
+            Ok(RunResult { elapsed: end.saturating_duration_since(start), braid_stats, quinn_mtu })
         }
         Err(e) => {
             // The receiver's own error explains a sender that lost it.
@@ -213,6 +215,7 @@ struct Sent {
     start: Instant,
     end: Instant,
     braid_stats: Option<ConnectionStats>,
+    quinn_mtu: Option<u16>,
 }
 
 fn receiver_gone(peer: &str) -> TemplateError {
@@ -257,7 +260,7 @@ async fn braid_client(
     let stats = conn.stats();
     let _ = tokio::time::timeout(Duration::from_secs(5), conn.close()).await;
     client.close();
-    Ok(Sent { start, end, braid_stats: Some(stats) })
+    Ok(Sent { start, end, braid_stats: Some(stats), quinn_mtu: None })
 }
 
 async fn tcp_server(
@@ -320,7 +323,7 @@ async fn tcp_client(
     }
     let end = end.await.map_err(|_| receiver_gone("tcp"))?;
     let _ = stream.shutdown().await;
-    Ok(Sent { start, end, braid_stats: None })
+    Ok(Sent { start, end, braid_stats: None, quinn_mtu: None })
 }
 
 async fn quinn_server(
@@ -382,9 +385,10 @@ async fn quinn_client(
     }
     let _ = stream.finish();
     let end = end.await.map_err(|_| receiver_gone("quinn"))?;
+    let quinn_mtu = Some(conn.stats().path.current_mtu);
     conn.close(0u32.into(), b"done");
     let _ = tokio::time::timeout(Duration::from_secs(2), client.wait_idle()).await;
-    Ok(Sent { start, end, braid_stats: None })
+    Ok(Sent { start, end, braid_stats: None, quinn_mtu })
 }
 
 #[cfg(test)]

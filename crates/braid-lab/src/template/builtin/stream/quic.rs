@@ -1,5 +1,8 @@
 //! quinn configured as Braid's peer: the same largest UDP payload (MTU
-//! discovery off), the same initial window, flow-control windows as large
+//! discovery off, up to what quinn's Initial and its default
+//! `max_udp_payload_size` allow: see [`LARGEST_INITIAL`]; the stream
+//! template records the size quinn ended at as `quinn_mtu`), the same
+//! initial window, flow-control windows as large
 //! as Braid's and the same congestion-control family, so a difference in
 //! the results comes from the implementations, not the settings.
 
@@ -57,15 +60,30 @@ fn unsupported(cc: CcAlgorithm) -> TemplateError {
     TemplateError::Invalid(format!("quinn has no `{cc}` congestion control: compare with cc = newreno or cubic"))
 }
 
+/// Largest UDP payload a quinn Initial packet may fill. quinn writes a long
+/// header's Length field in two bytes (a varint below 2^14, RFC 9000 §16)
+/// and asserts that the padded Initial fits: an `initial_mtu` above this
+/// panics quinn. 64 bytes are left for the header before the field. Above
+/// it, quinn starts here and its MTU discovery may probe up to the size
+/// asked for (its probes go out only when it has nothing else to send, and
+/// its peer's default `max_udp_payload_size` of 1472 bytes caps them).
+pub const LARGEST_INITIAL: u16 = (1 << 14) - 64;
+
 /// quinn's transport parameters matching `braid`'s (see the module).
 pub fn transport_config(braid: &TransportConfig) -> Result<quinn::TransportConfig, TemplateError> {
     let mtu = braid.max_datagram_size;
     let window = |v: u64| VarInt::from_u64(v).context("window too large for QUIC");
     let initial_window = u64::from(braid.initial_window_packets) * u64::from(mtu);
+    let initial_mtu = mtu.min(LARGEST_INITIAL);
+    let discovery = (mtu > initial_mtu).then(|| {
+        let mut d = quinn::MtuDiscoveryConfig::default();
+        d.upper_bound(mtu);
+        d
+    });
     let mut t = quinn::TransportConfig::default();
-    t.initial_mtu(mtu)
-        .min_mtu(mtu)
-        .mtu_discovery_config(None)
+    t.initial_mtu(initial_mtu)
+        .min_mtu(initial_mtu)
+        .mtu_discovery_config(discovery)
         .stream_receive_window(window(braid.receive_window)?)
         .receive_window(window(braid.receive_window)?)
         .send_window(braid.send_buffer)

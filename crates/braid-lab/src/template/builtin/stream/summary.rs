@@ -10,7 +10,7 @@
 //! let run = |peer, secs| StreamRun {
 //!     peer, mode: Mode::Bulk, bytes: 1_000_000_000, chunk: Some(131072), messages: None, size: None,
 //!     cc: "cubic".into(), mtu: 1452, link: None, elapsed_secs: secs, gbps: 8.0 / secs, msgs_per_s: None, braid: None,
-//!     encrypted: true,
+//!     encrypted: true, quinn_mtu: None,
 //! };
 //! let s = StreamSummary::new(&[run(Peer::Braid, 1.0), run(Peer::Tcp, 2.0), run(Peer::Quinn, 4.0)], 1).unwrap();
 //! assert_eq!(s.json()["braid_over_quinn"], 4.0);
@@ -69,6 +69,10 @@ pub struct StreamRun {
     /// encryption existed say false, which is what they measured).
     #[serde(default)]
     pub encrypted: bool,
+    /// quinn's path MTU at the end of the run (the quinn peer only; older
+    /// reports have none).
+    #[serde(default)]
+    pub quinn_mtu: Option<u16>,
 }
 
 /// Braid against TCP and quinn over several rounds: medians and ratios.
@@ -90,6 +94,10 @@ pub struct StreamSummary {
     pub cc: String,
     /// Largest UDP payload of Braid and quinn.
     pub mtu: u16,
+    /// quinn's largest path MTU across its runs, where it differs from
+    /// `mtu` (quinn holds to 1472 bytes, its peer's default
+    /// `max_udp_payload_size`, whatever `mtu` asks).
+    pub quinn_mtu: Option<u16>,
     /// The emulated link, `None` on loopback.
     pub link: Option<String>,
     /// Median seconds of braid, tcp, quinn ([`Peer::ALL`] order).
@@ -176,6 +184,7 @@ impl StreamSummary {
             repeat,
             cc: first.cc.clone(),
             mtu: first.mtu,
+            quinn_mtu: runs.iter().filter_map(|r| r.quinn_mtu).max().filter(|&m| m != first.mtu),
             link: first.link.clone(),
             secs,
             rate,
@@ -216,6 +225,7 @@ impl StreamSummary {
             "repeat": self.repeat,
             "cc": self.cc,
             "mtu": self.mtu,
+            "quinn_mtu": self.quinn_mtu.unwrap_or(self.mtu),
             "braid_secs": self.secs[0], "tcp_secs": self.secs[1], "quinn_secs": self.secs[2],
             "braid_packets_lost": self.braid_packets_lost, "braid_retransmitted_bytes": self.braid_retransmitted_bytes,
         });
@@ -256,10 +266,11 @@ impl StreamSummary {
             None => "loopback".to_string(),
             Some(link) => format!("emulated link {link}"),
         };
-        format!(
-            "{place}, {what}, median of {} run(s); braid and quinn: {} byte datagrams, {}; tcp: kernel defaults",
-            self.repeat, self.mtu, self.cc
-        )
+        let datagrams = match self.quinn_mtu {
+            None => format!("braid and quinn: {} byte datagrams", self.mtu),
+            Some(q) => format!("braid: {} byte datagrams, quinn: {q}", self.mtu),
+        };
+        format!("{place}, {what}, median of {} run(s); {datagrams}, {}; tcp: kernel defaults", self.repeat, self.cc)
     }
 
     /// The table's header.
@@ -332,6 +343,7 @@ mod tests {
                 min_rtt_ms: 0.05,
             }),
             encrypted: peer == Peer::Braid,
+            quinn_mtu: None,
         }
     }
 
