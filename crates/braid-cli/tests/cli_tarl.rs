@@ -34,14 +34,29 @@ fn every_shipped_rule_checks_and_a_bad_file_fails_with_its_position() {
         "filter(\n  match(TP, Ctrl, self <- e0 -> v),\n  e0.colour > 1)\nexecute every match:\n  at (self, TP, Ctrl) remove_neighbor(v)\n",
     )
     .unwrap();
+    let unknown_topology = dir.join("topo.tarl");
+    std::fs::write(
+        &unknown_topology,
+        "filter(\n  match(TP, Ctrl, self <- e0 -> v),\n  e0.weight > 1)\nexecute every match:\n  at (self, TP, Overlay) remove_neighbor(v)\n",
+    )
+    .unwrap();
     let good = dir.join("gabriel.tarl");
     std::fs::write(&good, braid_tarl::algorithms::shipped("gabriel").unwrap().source).unwrap();
-    let out = braid(&["tarl", "check", good.to_str().unwrap(), bad_syntax.to_str().unwrap(), unknown_attr.to_str().unwrap()]);
+    let out = braid(&[
+        "tarl",
+        "check",
+        good.to_str().unwrap(),
+        bad_syntax.to_str().unwrap(),
+        unknown_attr.to_str().unwrap(),
+        unknown_topology.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("syntax.tarl:2:"), "{err}");
     assert!(err.contains("attr.tarl:3:") && err.contains("colour"), "{err}");
-    assert!(err.contains("2 of 3 rule files failed"), "{err}");
+    // An action on a topology the provider does not have: named, with the ones it has.
+    assert!(err.contains("topo.tarl:5:17: type error: unknown topology `Overlay`") && err.contains("Phys"), "{err}");
+    assert!(err.contains("3 of 4 rule files failed"), "{err}");
     assert!(text(&out.stdout).contains("gabriel.tarl: ok"));
     let missing = braid(&["tarl", "check", "/nonexistent/x.tarl"]);
     assert_eq!(missing.status.code(), Some(1));
@@ -89,4 +104,42 @@ fn sim_matches_the_checker_and_reports_as_json() {
     let bad = braid(&["tarl", "sim", "--rule", "lmst", "--nodes", "20"]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(text(&bad.stderr).contains("not a shipped rule"));
+}
+
+#[test]
+fn sim_over_many_graphs_summarises_and_names_mismatches() {
+    let out = braid(&["tarl", "sim", "--rule", "ktc", "--nodes", "25", "--seed", "7", "--graphs", "5", "--json"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["graphs"], 5);
+    assert_eq!(v["matched"], 5);
+    let results = v["results"].as_array().unwrap();
+    let seeds: Vec<u64> = results.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, [7, 8, 9, 10, 11]);
+    assert!(results.iter().all(|r| r["matches_checker"] == true && r["links"].as_u64() < r["candidate_links"].as_u64()));
+    // One round is too few for the low-delay jump on deep trees: the
+    // unconverged graphs are counted and named, and the exit status says so.
+    let out = braid(&["tarl", "sim", "--rule", "low_delay_jump", "--nodes", "40", "--graphs", "3", "--max-rounds", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    let table = text(&out.stdout);
+    assert!(table.contains("match checker    0 of 3") && table.contains("mismatch         seed 1"), "{table}");
+}
+
+#[test]
+fn bench_prints_evaluations_per_second_per_rule_and_view() {
+    let out = braid(&["tarl", "bench", "--rule", "gabriel", "--rule", "low_delay_jump", "--views", "10,20", "--millis", "20", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows = v.as_array().unwrap();
+    let got: Vec<(String, u64)> =
+        rows.iter().map(|r| (r["rule"].as_str().unwrap().to_string(), r["view_nodes"].as_u64().unwrap())).collect();
+    assert_eq!(got, [("gabriel".into(), 10), ("gabriel".into(), 20), ("low_delay_jump".into(), 10), ("low_delay_jump".into(), 20)]);
+    assert!(rows.iter().all(|r| r["evals_per_sec"].as_f64().unwrap() > 0.0 && r["evaluations"].as_u64().unwrap() >= 3));
+    let table = text(&braid(&["tarl", "bench", "--rule", "yao", "--views", "10", "--millis", "5"]).stdout);
+    assert!(table.contains("evals/s") && table.contains("yao"), "{table}");
+    let bad = braid(&["tarl", "bench", "--rule", "lmst"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(text(&bad.stderr).contains("not a shipped rule"));
+    let bad = braid(&["tarl", "bench", "--views", "1"]);
+    assert_ne!(bad.status.code(), Some(0));
 }

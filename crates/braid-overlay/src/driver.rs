@@ -93,6 +93,10 @@ pub struct EngineStats {
     pub changes: u64,
     /// Evaluations a rule was cut off by the budget in.
     pub cutoffs: u64,
+    /// The latest cut-off: the rule and the budget it exhausted (its
+    /// actions were not run). Kept apart from `failures`: the rule is
+    /// valid, the view too large for the budget.
+    pub last_cutoff: Option<String>,
     /// The last few failures (evaluation errors, refused actions), rendered.
     pub failures: Vec<String>,
     /// Messages the node refused to send.
@@ -279,7 +283,15 @@ async fn run(
                     st.changes += applied.changed as u64;
                     for r in &eval.reports {
                         match &r.outcome {
-                            RuleOutcome::CutOff(_) => st.cutoffs += 1,
+                            RuleOutcome::CutOff(e) => {
+                                st.cutoffs += 1;
+                                let what = format!("{}: {e}", r.rule);
+                                // Warn when it differs from the last one only: a rule cut off on a view is cut off again every period until the view shrinks.
+                                if st.last_cutoff.as_ref() != Some(&what) {
+                                    tracing::warn!(node = %id, cutoff = %what, "rule cut off by the evaluation budget; no actions run");
+                                }
+                                st.last_cutoff = Some(what);
+                            }
                             RuleOutcome::Failed(e) => push_failure(&mut st, format!("{}: {e}", r.rule)),
                             RuleOutcome::Matched(_) => {}
                         }

@@ -31,6 +31,10 @@ fn ip(i: usize) -> IpAddr {
 }
 
 async fn start(pos: &[(f64, f64)], rule: &str) -> Vec<OverlayNode> {
+    start_with(pos, || engine(rule)).await
+}
+
+async fn start_with(pos: &[(f64, f64)], engine: impl Fn() -> Engine) -> Vec<OverlayNode> {
     let keys = pinned_group(pos.len()).expect("keys");
     let mut nodes: Vec<OverlayNode> = Vec::new();
     for (i, auth) in keys.into_iter().enumerate() {
@@ -41,7 +45,7 @@ async fn start(pos: &[(f64, f64)], rule: &str) -> Vec<OverlayNode> {
             m.seeds = vec![seed.addr()];
         }
         let node = NodeConfig { security: auth, connect_timeout: Duration::from_secs(3), ..NodeConfig::default() };
-        let n = OverlayNode::start(SocketAddr::new(ip(i), 0), OverlayConfig::new(m, node), engine(rule))
+        let n = OverlayNode::start(SocketAddr::new(ip(i), 0), OverlayConfig::new(m, node), engine())
             .await
             .expect("member starts");
         nodes.push(n);
@@ -141,6 +145,51 @@ async fn gabriel_on_24_real_nodes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ktc_on_24_real_nodes() {
     converges("ktc", 5).await;
+}
+
+/// A rule whose matching exceeds the evaluation budget is cut off at every
+/// member and reported (counted, and the rule and budget named); its actions
+/// never run, so the links the Gabriel checker would drop stay up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_over_its_budget_is_cut_off_and_reported() {
+    // An obtuse triangle: n2 lies inside the circle on n0-n1, so Gabriel would drop n0-n1.
+    let pos = [(0.3, 0.5), (0.6, 0.5), (0.45, 0.52)];
+    let all: BTreeSet<(u32, u32)> = [(0, 1), (0, 2), (1, 2)].into();
+    let phys: BTreeSet<(u32, u32)> = all.clone();
+    assert_eq!(checkers::gabriel(&pos, &phys).len(), 2, "the rule would remove a link");
+    // One search step: matching `self <- e0 -> v` tries two candidates.
+    let tiny = || {
+        let s = shipped("gabriel").expect("shipped rule");
+        let r = compile("gabriel", s.source, &overlay_schema(false)).expect("compiles");
+        let budget = Budget { max_steps: 1, max_matches: 1_000 };
+        Engine::new(overlay_schema(false), vec![r], EngineConfig { k: 1, budget }).expect("engine")
+    };
+    let nodes = start_with(&pos, tiny).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let snaps: Vec<_> = nodes.iter().map(|n| n.snapshot()).collect();
+        let reported = snaps.iter().all(|s| {
+            s.engine.cutoffs >= 2
+                && s.engine.last_cutoff.as_deref().is_some_and(|c| c.starts_with("gabriel: cut off after") && c.contains("budget"))
+        });
+        if reported && held(&nodes).as_ref() == Some(&all) {
+            for s in &snaps {
+                assert!(s.engine.failures.is_empty() && s.engine.changes == 0, "{:?}", s.engine);
+            }
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no cut-off reported at every member in 30 s: {:?}, held {:?}",
+            snaps.iter().map(|s| &s.engine).collect::<Vec<_>>(),
+            held(&nodes)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let closing: Vec<_> = nodes.into_iter().map(|n| tokio::spawn(n.close())).collect();
+    for c in closing {
+        c.await.expect("close");
+    }
 }
 
 #[tokio::test]

@@ -28,6 +28,7 @@
 
 pub mod algorithms;
 pub mod ast;
+pub mod bench;
 pub mod check;
 pub mod checkers;
 pub mod dpm;

@@ -138,3 +138,41 @@ fn larger_pattern_needs_k_4_and_dpm_still_agrees() {
         assert_eq!(m.baseline.k, 4);
     }
 }
+
+/// The thesis's findings (§7.4.1, Figure 7.3) on a quick version of
+/// `studies/tarl-dpm.toml` (400 nodes, 5 graphs per point, summed): the
+/// non-distributed cost is the same at every pattern frequency while DPM's
+/// grows; DPM wins at low frequency, by more without broadcast; at degree 2
+/// and low frequency k = 1 is the best view. The full study's numbers are in
+/// the README.
+#[test]
+fn quick_study_reproduces_the_thesis_findings() {
+    let total = |degree: f64, thr: f64, k: u32, broadcast: bool| {
+        let (mut dpm, mut base) = (0u64, 0u64);
+        for seed in 0..5 {
+            let p = StudyParams { nodes: 400, mean_degree: degree, weight_threshold: thr, k, broadcast, seed };
+            let m = study_point(&p).unwrap();
+            assert!(m.same_matches, "{p:?}: {m:?}");
+            dpm += m.dpm.messages;
+            base += m.baseline.messages;
+        }
+        (dpm as f64, base as f64)
+    };
+    for broadcast in [false, true] {
+        let (rare, base_rare) = total(2.0, 0.2, 1, broadcast);
+        let (mid, base_mid) = total(2.0, 0.6, 1, broadcast);
+        let (often, base_often) = total(2.0, 1.0, 1, broadcast);
+        assert!(base_rare == base_mid && base_mid == base_often, "non-distributed cost is flat in the frequency");
+        assert!(rare < mid && mid < often, "DPM's cost grows with the frequency: {rare} {mid} {often}");
+        assert!(rare < base_rare && often > base_often, "DPM wins at low frequency only: {rare} vs {base_rare}, {often} vs {base_often}");
+        for thr in [0.2, 0.4] {
+            let k1 = total(2.0, thr, 1, broadcast).0;
+            let k2 = total(2.0, thr, 2, broadcast).0;
+            let k4 = total(2.0, thr, 4, broadcast).0;
+            assert!(k1 < k2 && k1 < k4, "degree 2, threshold {thr}, broadcast {broadcast}: k = 1 best: {k1} {k2} {k4}");
+        }
+    }
+    let (d, b) = total(2.0, 0.2, 1, false);
+    let (db, bb) = total(2.0, 0.2, 1, true);
+    assert!(d / b < db / bb, "DPM's benefit is larger without broadcast: {} vs {}", d / b, db / bb);
+}
