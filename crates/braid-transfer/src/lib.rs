@@ -23,11 +23,13 @@
 //!   [`tls`]: the same over TLS 1.3, both ends authenticated by their Braid identities.
 //! * [`mod@send`] and [`receive`]: the sender's read and network pools and the receiver's write
 //!   pool, tuned per probe interval; [`journal`]: the receiver's resume journal.
-//! * [`pool`]: resizable worker slots and the busy-time stage meter.
+//! * [`pool`]: resizable worker slots and the busy-time stage meter; [`buffer`]: recycled chunk
+//!   buffers.
 //!
 //! Entry points: [`send::send`], [`receive::receive_one`] and [`receive::serve`]. This crate must not depend on the
 //! CLI, `braid-lab`, plotting or databases: it is the engine, and those are its users.
 
+pub mod buffer;
 pub mod emulate;
 pub mod error;
 pub mod journal;

@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::buffer::BufferPool;
+
 /// Version spoken by this implementation; a receiver refuses any other.
 pub const PROTOCOL_VERSION: u32 = 2;
 /// Largest frame body (kind byte included): 64 MiB. Bounds a chunk and the manifest.
@@ -327,6 +329,25 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Option<F
 /// [`read_frame`] with a tighter bound on the frame length (a data stream's frames are at most
 /// a chunk and its header, so a peer cannot make each stream allocate the protocol maximum).
 pub async fn read_frame_max<R: AsyncRead + Unpin>(reader: &mut R, max: u32) -> Result<Option<Frame>, ProtocolError> {
+    read_frame_in(reader, max, None).await
+}
+
+/// [`read_frame_max`] into a buffer from `pool` (returned to it when the frame's payload is
+/// dropped): a data stream reads a chunk per frame, and a fresh chunk-sized allocation each
+/// time costs page faults (see `buffer`).
+pub async fn read_frame_pooled<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: u32,
+    pool: &std::sync::Arc<BufferPool>,
+) -> Result<Option<Frame>, ProtocolError> {
+    read_frame_in(reader, max, Some(pool)).await
+}
+
+async fn read_frame_in<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: u32,
+    pool: Option<&std::sync::Arc<BufferPool>>,
+) -> Result<Option<Frame>, ProtocolError> {
     let max = max.min(MAX_FRAME_LEN);
     let mut prefix = [0u8; 4];
     let mut got = 0;
@@ -341,12 +362,23 @@ pub async fn read_frame_max<R: AsyncRead + Unpin>(reader: &mut R, max: u32) -> R
     if len > max {
         return Err(ProtocolError::FrameTooLarge { len: u64::from(len), max });
     }
-    let mut body = BytesMut::zeroed(len as usize);
-    reader.read_exact(&mut body).await.map_err(|e| match e.kind() {
+    let truncated = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => ProtocolError::Truncated,
         _ => ProtocolError::Io(e),
-    })?;
-    decode_body(body.freeze()).map(Some)
+    };
+    let body = match pool {
+        Some(pool) => {
+            let mut body = pool.take(len as usize);
+            reader.read_exact(&mut body).await.map_err(truncated)?;
+            pool.bytes(body)
+        }
+        None => {
+            let mut body = BytesMut::zeroed(len as usize);
+            reader.read_exact(&mut body).await.map_err(truncated)?;
+            body.freeze()
+        }
+    };
+    decode_body(body).map(Some)
 }
 
 /// Writes one control message (not flushed).
