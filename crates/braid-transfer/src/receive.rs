@@ -245,6 +245,9 @@ fn temp_path(dest: &Path, entry: &WireEntry) -> PathBuf {
     dest.join(dir).join(format!(".{name}.braid-part"))
 }
 
+/// How long a finished session waits for the sender to close its control stream.
+const LINGER: Duration = Duration::from_secs(5);
+
 async fn session(
     hello: Hello,
     control: Box<dyn ByteStream>,
@@ -255,11 +258,15 @@ async fn session(
     let (mut control_rd, mut control_wr) = tokio::io::split(control);
     // `read_frame` is not cancel-safe, so the control stream is read by its own task.
     let (frames_tx, frames_rx) = mpsc::unbounded_channel();
-    let control_reader = tokio::spawn(async move {
+    let mut control_reader = tokio::spawn(async move {
+        let mut forward = true;
         loop {
             let frame = read_frame(&mut control_rd).await;
             let end = !matches!(frame, Ok(Some(_)));
-            if frames_tx.send(frame).is_err() || end {
+            // Once the session is over, frames are read and dropped until
+            // the sender's end (see the lingering close below).
+            forward = forward && frames_tx.send(frame).is_ok();
+            if end {
                 return;
             }
         }
@@ -267,7 +274,6 @@ async fn session(
     let id = hello.transfer_id;
     let mut reported = false;
     let result = session_inner(hello, frames_rx, &mut control_wr, &routes, &locks, options, &mut reported).await;
-    control_reader.abort();
     routes.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
     if let Err(e) = &result {
         if !reported && !matches!(e, TransferError::Disconnected | TransferError::Remote(_)) {
@@ -275,6 +281,15 @@ async fn session(
         }
     }
     let _ = control_wr.shutdown().await;
+    // Lingering close: the last message (Done or Error) is on its way, and
+    // the sender closes once it has read it. A TCP socket closed with unread
+    // data resets the connection, and the reset discards what the sender
+    // has not read yet: a server exiting right after its report made the
+    // sender fail with "the peer closed the connection" about one run in
+    // ten. So the sender's end is awaited (bounded) before the stream drops.
+    if tokio::time::timeout(LINGER, &mut control_reader).await.is_err() {
+        control_reader.abort();
+    }
     result
 }
 
