@@ -242,7 +242,12 @@ fn final_path(dest: &Path, entry: &WireEntry) -> PathBuf {
 /// `dir/.name.braid-part` next to the final path.
 fn temp_path(dest: &Path, entry: &WireEntry) -> PathBuf {
     let (dir, name) = entry.path.rsplit_once('/').unwrap_or(("", entry.path.as_str()));
-    dest.join(dir).join(format!(".{name}.braid-part"))
+    dest.join(dir).join(temp_name(name))
+}
+
+/// The temporary name of a file named `name`, in the same directory.
+fn temp_name(name: &str) -> String {
+    format!(".{name}.braid-part")
 }
 
 /// How long a finished session waits for the sender to close its control stream.
@@ -714,7 +719,7 @@ fn write_bundle(session: &Session, index: usize, chunk: &Chunk) -> Result<WriteO
                 dirs.len() - 1
             }
         };
-        let temp = format!(".{name}.braid-part");
+        let temp = temp_name(name);
         let data = &chunk.data[at..at + segment.len as usize];
         at += segment.len as usize;
         let mut file = create_temp_at(&dirs[d].1, &temp).map_err(|e| TransferError::io(temp_path(&session.dest, entry), e))?;
