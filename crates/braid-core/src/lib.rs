@@ -3,10 +3,13 @@
 //! Owns: [`Instant`], the point in time that sans-IO state machines are
 //! handed (virtual time in `braid-sim`, a monotonic clock in `braid-net`),
 //! and [`Rng`], the seeded random generator every protocol takes instead of
-//! a thread RNG.
+//! a thread RNG; and [`diag`], how Braid's small languages (ProgMP, ECA
+//! rules) print their errors.
 //!
 //! Must not depend on: any other Braid crate, tokio, sockets, or the system
 //! clock. Protocol crates may only *receive* time, never read it.
+
+pub mod diag;
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub};

@@ -124,30 +124,15 @@ impl CompileError {
 }
 
 fn render_one(out: &mut String, d: &Diagnostic, origin: &str, source: &str) {
-    use std::fmt::Write;
-    let line_no = d.span.line.max(1);
-    let text = source.lines().nth(line_no as usize - 1).unwrap_or("");
-    let gutter = line_no.to_string().len();
-    let _ = writeln!(out, "error: {}", d.message);
-    let _ = writeln!(
-        out,
-        "{:gutter$}--> {origin}:{}:{}",
-        "", d.span.line, d.span.column
-    );
-    let _ = writeln!(out, "{:gutter$} |", "");
-    let _ = writeln!(out, "{line_no} | {}", text.replace('\t', " "));
-    // Underline at most to the end of the quoted line.
-    let col = d.span.column.max(1) as usize - 1;
-    let line_chars = text.chars().count();
-    let len_chars = source
-        .get(d.span.start..d.span.end.min(source.len()))
-        .map(|s| s.chars().take_while(|&c| c != '\n').count())
-        .unwrap_or(1)
-        .clamp(1, line_chars.saturating_sub(col).max(1));
-    let _ = writeln!(out, "{:gutter$} | {:col$}{}", "", "", "^".repeat(len_chars));
-    if let Some(h) = &d.hint {
-        let _ = writeln!(out, "{:gutter$} = hint: {h}", "");
-    }
+    let at = braid_core::diag::Located {
+        start: d.span.start,
+        end: d.span.end,
+        line: d.span.line,
+        column: d.span.column,
+        message: &d.message,
+        hint: d.hint.as_deref(),
+    };
+    braid_core::diag::render(out, origin, source, &at);
 }
 
 impl fmt::Display for CompileError {
@@ -160,36 +145,7 @@ impl fmt::Display for CompileError {
     }
 }
 
-/// The candidate closest to `word` by edit distance, if it is close enough
-/// to be a plausible typo.
-pub(crate) fn suggest<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let limit = (word.len() / 3).max(1);
-    candidates
-        .into_iter()
-        .map(|c| (edit_distance(word, c), c))
-        .filter(|&(d, _)| d <= limit)
-        .min_by_key(|&(d, _)| d)
-        .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for i in 1..=a.len() {
-        cur[0] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
-}
+pub(crate) use braid_core::diag::suggest;
 
 #[cfg(test)]
 mod tests {
