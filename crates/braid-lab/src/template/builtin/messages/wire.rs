@@ -354,9 +354,9 @@ impl Wire {
                 s.wr.write_all(&self.scratch).await.context("stream write")?;
             }
             Kind::Braid(_, conn) => {
-                for &id in ids {
-                    conn.send_message(message(id, size)).await.context("braid send")?;
-                }
+                // A run at once (one lock and one driver wake-up for as many
+                // as the send buffer takes), as the other transports get theirs.
+                conn.send_messages(ids.iter().map(|&id| message(id, size))).await.context("braid send")?;
             }
             Kind::Exon(e) => {
                 let peer = e.peer.context("Exon: no peer to send to yet")?;
