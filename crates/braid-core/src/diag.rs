@@ -60,6 +60,19 @@ pub fn render(out: &mut String, origin: &str, source: &str, d: &Located<'_>) {
     }
 }
 
+/// Every problem of `diagnostics` rendered by [`render`], a blank line
+/// between two.
+pub fn render_all<'a>(origin: &str, source: &str, diagnostics: impl IntoIterator<Item = Located<'a>>) -> String {
+    let mut out = String::new();
+    for (i, d) in diagnostics.into_iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        render(&mut out, origin, source, &d);
+    }
+    out
+}
+
 /// The candidate closest to `word` by edit distance, if close enough (at
 /// most a third of the word's length, at least 1) to be a plausible typo.
 ///

@@ -52,6 +52,12 @@ impl Diagnostic {
         self
     }
 
+    /// Where and what, for [`braid_core::diag`]'s renderer.
+    fn located(&self) -> braid_core::diag::Located<'_> {
+        let Span { start, end, line, column } = self.span;
+        braid_core::diag::Located { start, end, line, column, message: &self.message, hint: self.hint.as_deref() }
+    }
+
     /// 1-based line.
     pub fn line(&self) -> u32 {
         self.span.line
@@ -112,27 +118,8 @@ impl CompileError {
     /// `source` must be the text that was compiled; `origin` names it (a
     /// file name, say).
     pub fn render(&self, origin: &str, source: &str) -> String {
-        let mut out = String::new();
-        for (i, d) in self.diagnostics.iter().enumerate() {
-            if i > 0 {
-                out.push('\n');
-            }
-            render_one(&mut out, d, origin, source);
-        }
-        out
+        braid_core::diag::render_all(origin, source, self.diagnostics.iter().map(Diagnostic::located))
     }
-}
-
-fn render_one(out: &mut String, d: &Diagnostic, origin: &str, source: &str) {
-    let at = braid_core::diag::Located {
-        start: d.span.start,
-        end: d.span.end,
-        line: d.span.line,
-        column: d.span.column,
-        message: &d.message,
-        hint: d.hint.as_deref(),
-    };
-    braid_core::diag::render(out, origin, source, &at);
 }
 
 impl fmt::Display for CompileError {
