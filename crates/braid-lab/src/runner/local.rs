@@ -74,26 +74,8 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
     let began = Instant::now();
     let stored = sink.stored_experiments(study_id).map_err(sink_error("reading the stored experiments"))?;
 
-    // What to run: the plan's experiments not stored yet (or stored as
-    // failures, when retrying), each once, in the plan's order.
-    let mut seen = HashSet::new();
-    let mut pending: Vec<&PlannedExperiment> = Vec::new();
-    let mut skipped = 0;
-    let mut retry = false;
-    for e in plan {
-        if !seen.insert(e.id.as_str()) {
-            continue;
-        }
-        match stored.get(&e.id) {
-            None => pending.push(e),
-            Some(ExperimentStatus::Ok) => skipped += 1,
-            Some(_) if options.retry_failed => {
-                retry = true;
-                pending.push(e);
-            }
-            Some(_) => skipped += 1,
-        }
-    }
+    let super::pending::Pending { experiments: pending, planned, skipped, retry } =
+        super::pending::pending(plan, &stored, options.retry_failed);
     let templates = resolve_templates(&pending, templates)?;
     std::fs::create_dir_all(&options.work_root)
         .map_err(|source| RunError::WorkRoot { path: options.work_root.clone(), source })?;
@@ -111,7 +93,7 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
         host: host_name(),
         progress: Progress::new(&pending, options.jobs, options.show_progress),
         summary: RunSummary {
-            planned: seen.len(),
+            planned,
             skipped,
             ran: 0,
             ok: 0,

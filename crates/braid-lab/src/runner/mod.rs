@@ -103,6 +103,7 @@ mod execute;
 mod local;
 pub mod logs;
 mod orphans;
+mod pending;
 mod pool;
 mod progress;
 pub mod provenance;

@@ -37,24 +37,8 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
     let layout = Layout::new(&slurm.shared_dir, study_id);
     layout.create().map_err(|source| SlurmError::SharedDir { path: layout.root.clone(), source })?;
 
-    let mut seen = HashSet::new();
-    let mut pending: Vec<&PlannedExperiment> = Vec::new();
-    let mut skipped = 0;
-    let mut retry = false;
-    for e in plan {
-        if !seen.insert(e.id.as_str()) {
-            continue;
-        }
-        match stored.get(&e.id) {
-            None => pending.push(e),
-            Some(ExperimentStatus::Ok) => skipped += 1,
-            Some(_) if options.retry_failed => {
-                retry = true;
-                pending.push(e);
-            }
-            Some(_) => skipped += 1,
-        }
-    }
+    let crate::runner::pending::Pending { experiments: pending, planned, skipped, retry } =
+        crate::runner::pending::pending(plan, &stored, options.retry_failed);
     if let Some(e) = pending.iter().find(|e| !(options.worker_resolves)(&e.template)) {
         return Err(SlurmError::NotResolvable { experiment: e.id.clone(), template: e.template.clone() }.into());
     }
@@ -127,7 +111,7 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
         waiting: pending.iter().map(|e| (e.id.as_str(), *e)).collect(),
         progress: Progress::new(&pending, jobs, options.show_progress),
         summary: RunSummary {
-            planned: seen.len(),
+            planned,
             skipped,
             ran: 0,
             ok: 0,
