@@ -4,13 +4,14 @@
 //! content from `braid dash serve` through an emulated link and record
 //! every QoE metric; a 10 s link cut shows as a stall of the cut's length;
 //! a missing manifest and a 404 segment fail the experiment with the
-//! player's message, in bounded time.
+//! player's message, in bounded time; Braid's client plays over a
+//! two-path testbed on a multipath Braid connection, both paths carrying.
 //!
 //! Needs root (the emulator), `chromium` and `chromedriver`, `ffmpeg`, the
 //! vendored players (`npm ci --prefix players`) and the `braid` program
-//! built (`cargo build -p braid-cli`; or `BRAID_LAB_BRAID=PATH`). Without
-//! them the tests fail with a message when `CI=true` and are skipped
-//! otherwise.
+//! built (`cargo build -p braid-cli`; or `BRAID_LAB_BRAID=PATH`); the
+//! multipath test needs neither the browser nor the players. Without them
+//! the tests fail with a message when `CI=true` and are skipped otherwise.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,19 +28,22 @@ const QOE: [&str; 8] =
 /// The emulator tests of this binary run one at a time (they measure).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// What is missing to run, if anything.
-fn missing() -> Option<String> {
-    if let Err(e) = braid_lab::browser::BrowserTools::find() {
-        return Some(e.to_string());
+/// What is missing to run, if anything (the browser and its players only
+/// if `browser`).
+fn missing(browser: bool) -> Option<String> {
+    if browser {
+        if let Err(e) = braid_lab::browser::BrowserTools::find() {
+            return Some(e.to_string());
+        }
+        if let Err(e) = braid_lab::template::builtin::dash::serve::players_dir() {
+            return Some(e.to_string());
+        }
     }
     let on_path = |p: &str| {
         std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(p).is_file()))
     };
     if !on_path("ffmpeg") {
         return Some("ffmpeg is not installed (Debian: apt-get install -y ffmpeg)".into());
-    }
-    if let Err(e) = braid_lab::template::builtin::dash::serve::players_dir() {
-        return Some(e.to_string());
     }
     if let Err(e) = braid::emu::check_capabilities() {
         return Some(format!("the emulator cannot run here (needs root): {e}"));
@@ -52,7 +56,12 @@ fn missing() -> Option<String> {
 
 /// `None` (skip) when something is missing outside CI; panics in CI.
 fn ready(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    if let Some(why) = missing() {
+    ready_for(test, true)
+}
+
+/// [`ready`], the browser needed only if `browser`.
+fn ready_for(test: &str, browser: bool) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if let Some(why) = missing(browser) {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("{test}: {why}");
         }
@@ -183,4 +192,59 @@ fn a_missing_manifest_and_a_missing_segment_fail_with_the_player_s_message() {
     assert!(!errors[2].is_empty(), "the braid client fails without a manifest");
     // Each failed within its limits, none ran into the runner's timeout.
     assert!(started.elapsed() < Duration::from_secs(150), "{:?}", started.elapsed());
+}
+
+/// A Mahimahi trace of `per_4ms` packets every 4 ms (3 Mbit/s each) for
+/// one second, repeating.
+fn steady_trace(dir: &std::path::Path, name: &str, per_4ms: u32) -> std::path::PathBuf {
+    let mut text = String::new();
+    for t in (4..=1000).step_by(4) {
+        for _ in 0..per_4ms {
+            text.push_str(&format!("{t}\n"));
+        }
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("writing a trace");
+    path
+}
+
+#[test]
+fn the_braid_client_plays_over_two_paths_on_a_multipath_connection() {
+    let Some(_serial) = ready_for("dash multipath", false) else { return };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // Path 1: 3 Mbit/s, 40 ms; path 2: 6 Mbit/s, 60 ms.
+    let (t1, t2) = (steady_trace(dir.path(), "p1", 1), steady_trace(dir.path(), "p2", 2));
+    let mut e = short("braid");
+    e.retain(|(k, _)| !k.starts_with("bandwidth"));
+    e.extend([
+        ("bandwidth_mean", Value::Float(0.0)),
+        ("transport", Value::Enum("multipath".into())),
+        ("trace", Value::Trace(t1)),
+        ("trace2", Value::Trace(t2)),
+        ("link2", Value::Link("rtt=60ms".into())),
+    ]);
+    let results = run(vec![e]);
+    let r = &results[0];
+    let paths = ["path1_mean_mbps", "path2_mean_mbps", "path1_bytes", "path2_bytes", "path1_srtt_ms", "path2_srtt_ms"];
+    let detail = format!("{} {:?}", report(r), paths.map(|m| r.metric(m)));
+    eprintln!("{detail}");
+    assert!(r.ok(), "{:?}", r.error);
+    for m in QOE {
+        assert!(r.metric(m).is_some_and(f64::is_finite), "{m} recorded: {detail}");
+    }
+    let played = r.metric("played_s").unwrap_or(0.0);
+    assert!((18.0..=21.0).contains(&played), "20 s played: {detail}");
+    // The two rates as the ranking window saw them; multipath uses both, so
+    // it records no single path used.
+    assert!((r.metric("path1_mean_mbps").unwrap_or(0.0) - 3.0).abs() < 0.1, "{detail}");
+    assert!((r.metric("path2_mean_mbps").unwrap_or(0.0) - 6.0).abs() < 0.1, "{detail}");
+    assert_eq!(r.metric("path_used"), None, "{detail}");
+    // Both paths carried the video, and the requests went over Braid.
+    for m in ["path1_bytes", "path2_bytes"] {
+        assert!(r.metric(m).unwrap_or(0.0) > 100_000.0, "{m}: {detail}");
+    }
+    let kbps = r.metric("mean_kbps").unwrap_or(0.0);
+    assert!((250.0..=9000.0).contains(&kbps), "mean bitrate within the two paths: {detail}");
+    assert_eq!(r.metric("http_errors"), Some(0.0));
+    assert!(r.metric("requests").unwrap_or(0.0) >= 10.0, "segments fetched from the server: {detail}");
 }

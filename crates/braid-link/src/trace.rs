@@ -145,6 +145,20 @@ impl RateTrace {
         Rate::from_bits_per_sec(bps).expect("clamped to at least 1")
     }
 
+    /// The average rate over the first `window` of the trace as a link
+    /// plays it (repeating after its period): what a link started at time 0
+    /// can deliver in [0, `window`), at least 1 bit/s. A zero window is the
+    /// period's mean. Used to rank traces by the part an experiment sees.
+    pub fn mean_rate_over(&self, window: Duration) -> Rate {
+        if window.is_zero() {
+            return self.mean_rate();
+        }
+        let count = self.first_at_or_after(Instant::ZERO, Instant::ZERO + window);
+        let bits = u128::from(count) * u128::from(Self::BYTES_PER_OPPORTUNITY) * 8 * 1_000_000_000;
+        let bps = (bits / window.as_nanos().max(1)).clamp(1, u128::from(u64::MAX)) as u64;
+        Rate::from_bits_per_sec(bps).expect("clamped to at least 1")
+    }
+
     /// Time of opportunity number `k` (counting across periods) of a trace
     /// started at `origin`.
     pub(crate) fn time(&self, origin: Instant, k: u64) -> Instant {
@@ -223,6 +237,18 @@ mod tests {
         assert_eq!(t.first_at_or_after(o, o + Duration::from_millis(5)), 3);
         // Before the origin: the first opportunity.
         assert_eq!(t.first_at_or_after(o, Instant::ZERO), 0);
+    }
+
+    #[test]
+    fn the_mean_over_a_window_counts_its_opportunities_with_repeats() {
+        // 12 Mbit/s for the first 4 ms of a 8 ms period, nothing after.
+        let t = RateTrace::parse("t", "1\n2\n3\n4\n8\n").unwrap();
+        let mbit = |ms| t.mean_rate_over(Duration::from_millis(ms)).bits_per_sec() as f64 / 1e6;
+        assert_eq!(mbit(4), 9.0); // opportunities at 1, 2, 3 (4 is not before 4 ms)
+        assert_eq!(mbit(5), 9.6);
+        // Two periods: the second repeats the first.
+        assert_eq!(mbit(16), 6.75); // 1, 2, 3, 4, 8, then 9, 10, 11, 12
+        assert_eq!(t.mean_rate_over(Duration::ZERO), t.mean_rate());
     }
 
     #[test]

@@ -9,11 +9,21 @@
 //! 2. builds a two-host testbed: the server on `a`, the client on `b`, the
 //!    path's `a2b` direction (server → client) shaped by `link`, plus either
 //!    a generated rate process (`bandwidth_mean`, `bandwidth_variance`:
-//!    [`bandwidth`]) or a Mahimahi trace file (`trace`);
+//!    [`bandwidth`]) or a Mahimahi trace file (`trace`). With `trace2`, a
+//!    second path: `link2` (default: `link`) with `trace2` as its
+//!    server-to-client rate and the same `queue` ([`paths`]), for every
+//!    transport and player; `transport = multipath` uses both, the
+//!    single-path transports and the browser players use the better one
+//!    (higher mean rate over the first `duration` + 120 s). Path 1 may be a
+//!    generated process while path 2 is a trace (`bandwidth_mean` > 0 with
+//!    `trace2`): the better path is then chosen from the drawn rates;
 //! 3. runs `braid dash serve` on `a` over a directory holding the content
 //!    and the player page, and on `b` either Chromium with the page
 //!    ([`page`]; `player` = dashjs or shaka) or `braid dash play`
-//!    (`player` = braid, over `transport` tcp, braid or multipath);
+//!    (`player` = braid, over `transport` tcp, braid or multipath: one
+//!    `--path` per path, the server's Braid port bound to the wildcard
+//!    address so both of its path addresses answer; the server schedules
+//!    the segments with the connection's default ProgMP scheduler);
 //! 4. with `cut_at` > 0, cuts the link `cut_for` seconds at `cut_at`
 //!    seconds into the playback (packets wait, nothing is delivered: see
 //!    [`bandwidth::outage`]) and restores it;
@@ -25,7 +35,11 @@
 //! `bandwidth_mean_mbps` and `bandwidth_variance` (what the process drew);
 //! with a cut `cut_stall_s` (the stall it caused, 0 if none) and
 //! `cut_buffer_s` (the buffer when it began: the stall a perfect player
-//! shows is the cut minus that). Series: `kbps` (bitrate played, at wall
+//! shows is the cut minus that); on a two-path testbed `path1_mean_mbps`,
+//! `path2_mean_mbps` (the ranking window's means), `path_used` (1 or 2;
+//! single-path transports and browser players) and, over Braid,
+//! `path1_bytes`, `path2_bytes` and `path1_srtt_ms`, `path2_srtt_ms` (what
+//! the client received on each path, its smoothed RTT). Series: `kbps` (bitrate played, at wall
 //! time), `buffer_s` (browser players: sampled every 0.5 s; braid: at each
 //! segment request), `link_mbps` (generated rate).
 //! Artifact: `playback` (the page's log or the client's report).
@@ -38,10 +52,11 @@
 
 pub mod bandwidth;
 pub mod page;
+pub mod paths;
 pub mod serve;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use braid::LinkSpec;
@@ -124,6 +139,12 @@ impl Template for Dash {
             ),
             ParamDecl::env("trace", ParamType::Trace, Value::Trace(PathBuf::new()))
                 .doc("a Mahimahi trace as the server-to-client rate (bandwidth_mean must be 0); default none"),
+            ParamDecl::env("trace2", ParamType::Trace, Value::Trace(PathBuf::new())).doc(
+                "a Mahimahi trace as a second path's server-to-client rate: the testbed gets two paths (multipath \
+                 uses both, the other transports and players the better one); default none (one path)",
+            ),
+            ParamDecl::env("link2", ParamType::Link, Value::Link(String::new()))
+                .doc("the second path (with trace2) as a link spec, its rate overridden by trace2; empty: the same as link"),
             ParamDecl::env("cut_at", ParamType::Duration, Value::Duration(Duration::ZERO))
                 .doc("cut the link this long after the player page opened (0: no cut)"),
             ParamDecl::env("cut_for", ParamType::Duration, Value::Duration(Duration::from_secs(10)))
@@ -163,10 +184,40 @@ impl Template for Dash {
                 ctx.series("link_mbps", (i as u64 * bandwidth::REDRAW_MS) as f64 / 1000.0, *r);
             }
         }
-        let mut tb = ctx.testbed().link(link.clone()).build().context("building the testbed (needs root, /dev/net/tun and iproute2)")?;
-        let server_addr = tb.layout().paths[0].a_addr;
+        let link2 = s.link2()?;
+        let means = s.path_means(&work, &link)?;
+        let multipath = s.transport == "multipath";
+        // The path a single-path transport or a browser uses (0-based).
+        let used = paths::better(&means);
+        if link2.is_some() {
+            for (i, m) in means.iter().enumerate() {
+                if let Some(m) = m {
+                    ctx.record(&format!("path{}_mean_mbps", i + 1), *m);
+                }
+            }
+            if !multipath {
+                ctx.record("path_used", (used + 1) as f64);
+            }
+        }
+        let mut builder = ctx.testbed().link(link.clone());
+        if let Some(l) = &link2 {
+            builder = builder.link(l.clone());
+        }
+        let mut tb = builder.build().context("building the testbed (needs root, /dev/net/tun and iproute2)")?;
+        let addrs: Vec<(Ipv4Addr, Ipv4Addr)> = tb.layout().paths.iter().map(|p| (p.a_addr, p.b_addr)).collect();
+        // Multipath: the URL names path 1's server address, which carries
+        // the handshake; the others are added with `--path`.
+        let server_addr = addrs
+            .get(if multipath { 0 } else { used })
+            .map(|&(a, _)| a)
+            .ok_or_else(|| TemplateError::Failed(format!("the testbed has {} path(s), not {}", addrs.len(), means.len())))?;
         let log = work.join("requests.jsonl");
-        let braid_listen = (s.player == "braid" && s.transport != "tcp").then(|| SocketAddr::from((server_addr, BRAID_PORT)));
+        // Over multipath the server's Braid port answers on every address of
+        // its host (a wildcard bind), so each path reaches it.
+        let braid_listen = (s.player == "braid" && s.transport != "tcp").then(|| {
+            let ip = if multipath { Ipv4Addr::UNSPECIFIED } else { server_addr };
+            SocketAddr::from((ip, BRAID_PORT))
+        });
         let server = serve::start_server(
             &tb,
             "a",
@@ -184,11 +235,20 @@ impl Template for Dash {
             let url = serve::url(server_addr, port, &format!("{}/{}", serve::CONTENT_DIR, s.manifest));
             let abr = if s.abr == "default" { "throughput" } else { s.abr.as_str() };
             let limit = ctx.remaining();
-            let report =
-                serve::play_client(&tb, "b", &braid, &url, &s.transport, abr, s.buffer, s.duration, limit, &work)?;
+            // Each path from the client's address on it to the server's.
+            let client_paths: Vec<(Ipv4Addr, SocketAddr)> = if multipath {
+                addrs.iter().map(|&(a, b)| (b, SocketAddr::from((a, BRAID_PORT)))).collect()
+            } else {
+                Vec::new()
+            };
+            let play = serve::Play { url: &url, transport: &s.transport, abr, buffer: s.buffer, duration: s.duration, paths: &client_paths };
+            let report = serve::play_client(&tb, "b", &braid, &play, limit, &work)?;
             ctx.artifact("playback", serde_json::to_value(&report.trace).context("the client's trace")?);
             for seg in &report.segments {
                 ctx.series("buffer_s", seg.requested_s, seg.buffer_s);
+            }
+            if link2.is_some() {
+                record_paths(ctx, &report.paths, &addrs);
             }
             Playback { trace: report.trace, page: None }
         } else {
@@ -202,13 +262,29 @@ impl Template for Dash {
             Playback { trace: page.trace(), page: Some(page) }
         };
         drop(server);
-        let (requests, http_errors) = serve::request_counts(&log);
+        let (requests, http_errors) = serve::request_counts_all(&log);
         ctx.record("requests", requests as f64);
         ctx.record("http_errors", http_errors as f64);
         record(ctx, &played, cut.as_ref());
         ctx.progress(1.0);
         tb.down().context("tearing the testbed down")?;
         Ok(())
+    }
+}
+
+/// What the Braid client received on each path of a two-path testbed
+/// (`addrs`: each path's server and client addresses), matched by the
+/// server address it reached.
+fn record_paths(ctx: &mut Context<'_>, paths: &[serve::ClientPath], addrs: &[(Ipv4Addr, Ipv4Addr)]) {
+    for (i, &(server, _)) in addrs.iter().enumerate() {
+        let on: Vec<_> = paths.iter().filter(|p| p.remote.ip() == std::net::IpAddr::V4(server)).collect();
+        if on.is_empty() {
+            continue;
+        }
+        ctx.record(&format!("path{}_bytes", i + 1), on.iter().map(|p| p.bytes_received as f64).sum());
+        if let Some(p) = on.first() {
+            ctx.record(&format!("path{}_srtt_ms", i + 1), p.srtt_ms);
+        }
     }
 }
 
@@ -301,6 +377,9 @@ struct Settings {
     bandwidth_variance: f64,
     bandwidth_floor: f64,
     trace: Option<PathBuf>,
+    /// Path 2's rate (a second path), and its link text (empty: `link`).
+    trace2: Option<PathBuf>,
+    link2_text: String,
     queue: u64,
     manifest: String,
     missing_segment: u32,
@@ -311,6 +390,7 @@ struct Settings {
 impl Settings {
     fn from_params(p: &Params) -> Result<Settings, TemplateError> {
         let trace = p.str("trace")?.trim();
+        let trace2 = p.str("trace2")?.trim();
         let s = Settings {
             player: p.str("player")?.to_string(),
             abr: p.str("abr")?.to_string(),
@@ -327,6 +407,8 @@ impl Settings {
             bandwidth_variance: p.float("bandwidth_variance")?,
             bandwidth_floor: p.float("bandwidth_floor")?,
             trace: (!trace.is_empty()).then(|| PathBuf::from(trace)),
+            trace2: (!trace2.is_empty()).then(|| PathBuf::from(trace2)),
+            link2_text: p.str("link2")?.trim().to_string(),
             queue: p.size("queue")?,
             manifest: p.str("manifest")?.to_string(),
             missing_segment: u32::try_from(p.int("missing_segment")?)
@@ -335,6 +417,11 @@ impl Settings {
             cut_for: p.duration("cut_for")?,
         };
         s.check()?;
+        if let Some(t) = &s.trace2 {
+            // Read now: a missing or malformed file fails before any testbed.
+            paths::mean_of("trace2", t, s.window())?;
+            s.link2()?;
+        }
         Ok(s)
     }
 
@@ -348,13 +435,19 @@ impl Settings {
         if !allowed.contains(&self.abr.as_str()) {
             return invalid(format!("abr: player {} takes {}, not `{}`", self.player, allowed.join(", "), self.abr));
         }
-        if self.transport == "multipath" {
-            // The testbed has one path; a two-path testbed with the traces
-            // as the paths' rates is the next step (issue 21's comparison).
-            return invalid("transport: tcp or braid (multipath needs a two-path testbed this template does not build yet)".into());
-        }
         if self.player != "braid" && self.transport != "tcp" {
             return invalid(format!("transport: the browser players fetch over tcp only, not `{}`", self.transport));
+        }
+        if self.transport == "multipath" && self.trace2.is_none() {
+            return invalid("transport multipath: needs a second path; set trace2 (path 2's server-to-client trace)".into());
+        }
+        if self.trace2.is_none() && !self.link2_text.is_empty() {
+            return invalid("link2: describes the second path, which only trace2 creates (set trace2 or leave link2 empty)".into());
+        }
+        if self.trace2.is_some() && !self.cut_at.is_zero() {
+            // The cut replaces path 0 only; a cut of one path of two is
+            // another experiment (a path failure), not the stall test.
+            return invalid("cut_at: the link cut runs on one-path testbeds only (not with trace2)".into());
         }
         if self.buffer < Duration::from_secs(1) || self.buffer > Duration::from_secs(600) {
             return invalid("buffer: a duration from 1s to 600s".into());
@@ -399,7 +492,7 @@ impl Settings {
         let trace = if self.bandwidth_mean > 0.0 {
             let seconds = self.duration.as_secs() + TRACE_SLACK_S;
             let g = bandwidth::rate_process(self.bandwidth_mean, self.bandwidth_variance, self.bandwidth_floor, seconds, seed);
-            let path = work.join("bandwidth.trace");
+            let path = Self::generated_trace(work);
             std::fs::write(&path, &g.text).map_err(|e| TemplateError::io(format!("writing {}", path.display()), e))?;
             generated = Some(g);
             Some(path)
@@ -417,6 +510,55 @@ impl Settings {
         }
         let spec = text.parse().map_err(|e| TemplateError::Invalid(format!("link with the rate source (`{text}`): {e}")))?;
         Ok((spec, generated))
+    }
+
+    /// Where [`Settings::link`] writes the generated rate process.
+    fn generated_trace(work: &Path) -> PathBuf {
+        work.join("bandwidth.trace")
+    }
+
+    /// The window the paths are ranked over.
+    fn window(&self) -> Duration {
+        paths::window(self.duration, TRACE_SLACK_S)
+    }
+
+    /// The second path, if any: `link2` (or `link`) with `trace2` and the
+    /// queue on `a2b`, as path 1 gets its rate source.
+    fn link2(&self) -> Result<Option<LinkSpec>, TemplateError> {
+        let Some(trace2) = &self.trace2 else { return Ok(None) };
+        let mut text = if self.link2_text.is_empty() { self.link_text.trim().to_string() } else { self.link2_text.clone() };
+        if !text.is_empty() {
+            text.push(',');
+        }
+        text.push_str(&format!("a2b:trace={}", trace2.display()));
+        if self.queue > 0 {
+            text.push_str(&format!(",a2b:queue={}b", self.queue));
+        }
+        let spec = text.parse().map_err(|e| {
+            let from = if self.link2_text.is_empty() { " (link2 is empty, so it is link; give link2 without a rate)" } else { "" };
+            TemplateError::Invalid(format!("link2 with trace2 (`{text}`){from}: {e}"))
+        })?;
+        Ok(Some(spec))
+    }
+
+    /// Each path's mean server-to-client rate over [`Settings::window`],
+    /// Mbit/s (`None`: no rate limits it): path 1 from its generated process
+    /// (written by [`Settings::link`] into `work`), its trace or `link`'s
+    /// rate; path 2, if any, from `trace2`.
+    fn path_means(&self, work: &Path, link: &LinkSpec) -> Result<Vec<Option<f64>>, TemplateError> {
+        let window = self.window();
+        let first = if self.bandwidth_mean > 0.0 {
+            Some(paths::mean_of("bandwidth_mean", &Self::generated_trace(work), window)?)
+        } else if let Some(t) = &self.trace {
+            Some(paths::mean_of("trace", t, window)?)
+        } else {
+            link.rate().map(|r| r.bits_per_sec() as f64 / 1e6)
+        };
+        let mut means = vec![first];
+        if let Some(t) = &self.trace2 {
+            means.push(Some(paths::mean_of("trace2", t, window)?));
+        }
+        Ok(means)
     }
 
     /// The cut, if asked for: the link's delay, an outage trace both ways.

@@ -170,6 +170,15 @@ pub fn request_counts(log: &Path) -> (u64, u64) {
     (requests, errors)
 }
 
+/// [`request_counts`] over the server's TCP log and, next to it, the log
+/// of its Braid side (`braid dash serve` writes the Braid requests to
+/// `LOG.braid.jsonl` when it serves both).
+pub fn request_counts_all(log: &Path) -> (u64, u64) {
+    let (tcp, tcp_errors) = request_counts(log);
+    let (braid, braid_errors) = request_counts(&log.with_extension("braid.jsonl"));
+    (tcp + braid, tcp_errors + braid_errors)
+}
+
 /// What `braid dash play --json` prints.
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct ClientReport {
@@ -178,6 +187,20 @@ pub struct ClientReport {
     /// Each segment fetched.
     #[serde(default)]
     pub segments: Vec<ClientSegment>,
+    /// The Braid connection's paths (none over TCP).
+    #[serde(default)]
+    pub paths: Vec<ClientPath>,
+}
+
+/// A path of the client's Braid connection as `braid dash play` reports it.
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+pub struct ClientPath {
+    /// The server address it reaches.
+    pub remote: SocketAddr,
+    /// UDP payload bytes received on it.
+    pub bytes_received: u64,
+    /// Smoothed round-trip time at the end, ms.
+    pub srtt_ms: f64,
 }
 
 /// A segment as `braid dash play` reports it.
@@ -189,27 +212,47 @@ pub struct ClientSegment {
     pub buffer_s: f64,
 }
 
+/// What Braid's ABR client plays, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct Play<'a> {
+    /// The manifest's URL.
+    pub url: &'a str,
+    /// tcp, braid or multipath.
+    pub transport: &'a str,
+    /// The adaptation algorithm's name.
+    pub abr: &'a str,
+    /// The buffer target.
+    pub buffer: Duration,
+    /// The session's wall-clock limit.
+    pub duration: Duration,
+    /// Multipath: each path's local address and the server's address on
+    /// it (`--path LOCAL=REMOTE`), the first carrying the handshake.
+    pub paths: &'a [(Ipv4Addr, SocketAddr)],
+}
+
+/// `--path` arguments: `LOCAL=REMOTE_IP:PORT` per path.
+pub fn path_args(paths: &[(Ipv4Addr, SocketAddr)]) -> Vec<String> {
+    paths.iter().flat_map(|(local, remote)| ["--path".to_string(), format!("{local}={remote}")]).collect()
+}
+
 /// Braid's ABR client on `host`: `braid dash play URL --transport T --abr A
-/// --buffer Bs --duration Ds --json`, waited for up to `limit`.
-#[allow(clippy::too_many_arguments)]
+/// --buffer Bs --duration Ds [--path L=R ...] --json`, waited for up to
+/// `limit`.
 pub fn play_client(
     tb: &Testbed,
     host: &str,
     braid: &Path,
-    url: &str,
-    transport: &str,
-    abr: &str,
-    buffer: Duration,
-    duration: Duration,
+    play: &Play<'_>,
     limit: Duration,
     work: &Path,
 ) -> Result<ClientReport, TemplateError> {
     let mut command = tb.command(host, braid).context("the client host")?;
-    command.args(["dash", "play", url, "--transport", transport, "--abr", abr]);
-    command.arg("--buffer").arg(format!("{}s", buffer.as_secs_f64()));
-    command.arg("--duration").arg(format!("{}s", duration.as_secs_f64()));
+    command.args(["dash", "play", play.url, "--transport", play.transport, "--abr", play.abr]);
+    command.arg("--buffer").arg(format!("{}s", play.buffer.as_secs_f64()));
+    command.arg("--duration").arg(format!("{}s", play.duration.as_secs_f64()));
+    command.args(path_args(play.paths));
     command.arg("--json");
-    if transport != "tcp" {
+    if play.transport != "tcp" {
         trust_on_first_use(&mut command, work, "client");
     }
     let mut client = Running::start("braid dash play", command)?;
@@ -275,5 +318,18 @@ mod tests {
         std::fs::write(&log, lines.join("\n")).unwrap();
         assert_eq!(request_counts(&log), (2, 1));
         assert_eq!(request_counts(&dir.path().join("none")), (0, 0));
+        // The Braid side's log next to it counts too.
+        std::fs::write(log.with_extension("braid.jsonl"), lines[0]).unwrap();
+        assert_eq!(request_counts_all(&log), (3, 1));
+    }
+
+    #[test]
+    fn each_path_is_a_path_argument_from_the_client_s_address_to_the_server_s() {
+        let paths = [
+            (Ipv4Addr::new(10, 0, 0, 2), SocketAddr::from(([10, 0, 0, 1], 8443))),
+            (Ipv4Addr::new(10, 0, 1, 2), SocketAddr::from(([10, 0, 1, 1], 8443))),
+        ];
+        assert_eq!(path_args(&paths), ["--path", "10.0.0.2=10.0.0.1:8443", "--path", "10.0.1.2=10.0.1.1:8443"]);
+        assert!(path_args(&[]).is_empty());
     }
 }
