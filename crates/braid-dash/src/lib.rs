@@ -14,7 +14,10 @@
 //! - [`abr`]: throughput-based, BOLA and robustMPC adaptation (sans-IO).
 //! - [`http`]: a minimal HTTP/1.1 GET client over any byte stream.
 //! - [`client`]: the tokio driver that plays a manifest over a chosen transport.
-
+//!
+//! Must not depend on: clap, plotters, rusqlite, the lab (which drives the browser players and
+//! records the studies) or the CLI.
+//!
 //! ```
 //! use braid_dash::qoe::{summarize, PlaybackTrace, Played, Stall};
 //!
