@@ -164,7 +164,7 @@ pub fn run_experiments_with_progress(
         let repetition = plan.iter().filter(|p| p.params == params).count() as u32;
         let mut e = experiment(&study, params, repetition);
         e.seed = options.seed.wrapping_add(i as u64);
-        e.id = experiment_id(&name, &e.template, e.template_version, &e.params, repetition, e.seed);
+        e.id = experiment_id(&name, &e.template, e.template_version, &e.params.identity(&decls), repetition, e.seed);
         e.timeout = options.timeout.unwrap_or_else(|| (e.expected * 10).max(Duration::from_secs(60)));
         // One at a time and in order: a bench interleaves its peers.
         e.exclusive = true;

@@ -322,12 +322,16 @@ pub struct ParamDecl {
     pub default: Value,
     /// One line for `braid lab templates` and the web form.
     pub doc: String,
+    /// Declared after studies of the template were stored (see
+    /// [`added_later`](Self::added_later)).
+    #[serde(default)]
+    pub added_later: bool,
 }
 
 impl ParamDecl {
     /// A parameter without documentation (add it with [`doc`](Self::doc)).
     pub fn new(name: &str, ty: ParamType, role: Role, default: Value) -> ParamDecl {
-        ParamDecl { name: name.to_string(), ty, role, default, doc: String::new() }
+        ParamDecl { name: name.to_string(), ty, role, default, doc: String::new(), added_later: false }
     }
 
     /// A configuration parameter.
@@ -343,6 +347,16 @@ impl ParamDecl {
     /// With a one-line description.
     pub fn doc(mut self, doc: &str) -> ParamDecl {
         self.doc = doc.to_string();
+        self
+    }
+
+    /// A parameter the template gained after studies of it were stored:
+    /// at its default it is left out of experiment ids and seeds
+    /// ([`Params::identity`]), so those studies keep their ids and resume
+    /// where they stopped, and only experiments that set it are new. Its
+    /// default must be what the template did before it existed.
+    pub fn added_later(mut self) -> ParamDecl {
+        self.added_later = true;
         self
     }
 
@@ -387,6 +401,17 @@ pub struct ParamError {
 }
 
 impl Params {
+    /// What identifies an experiment with these parameters (its id and its
+    /// seed hash this): every value except those of parameters `decls`
+    /// marks [`added_later`](ParamDecl::added_later) that are at their
+    /// default.
+    pub fn identity(&self, decls: &[ParamDecl]) -> Params {
+        let at_added_default = |name: &str, value: &Value| {
+            decls.iter().any(|d| d.added_later && d.name == name && &d.default == value)
+        };
+        Params(self.0.iter().filter(|(k, v)| !at_added_default(k, v)).map(|(k, v)| (k.clone(), v.clone())).collect())
+    }
+
     /// Set `name`.
     pub fn insert(&mut self, name: &str, value: Value) {
         self.0.insert(name.to_string(), value);

@@ -11,7 +11,9 @@
 //! belongs: the study's name, the template's name and version, every
 //! parameter value in canonical text, the repetition and the seed. Resume is
 //! "run what is not stored yet"; "never stored twice" is the store's UNIQUE
-//! constraint on the id.
+//! constraint on the id. A parameter a template gains later
+//! ([`ParamDecl::added_later`](crate::param::ParamDecl::added_later)) counts
+//! only where it is not at its default, so stored studies keep their ids.
 //!
 //! An experiment's seed derives from the study's base seed, every parameter
 //! value and the repetition, and from nothing else: adding a value to a
@@ -164,10 +166,11 @@ impl Plan {
 /// [`ParamSource`](crate::search::ParamSource) makes for each point asked.
 pub fn experiment(study: &Study, params: Params, repetition: u32) -> PlannedExperiment {
     let template = study.template.as_ref();
-    let seed = experiment_seed(study.seed, &params, repetition);
+    let identity = params.identity(&template.params());
+    let seed = experiment_seed(study.seed, &identity, repetition);
     let expected = template.expected_duration(&params);
     PlannedExperiment {
-        id: experiment_id(&study.name, template.name(), template.version(), &params, repetition, seed),
+        id: experiment_id(&study.name, template.name(), template.version(), &identity, repetition, seed),
         template: template.name().to_string(),
         template_version: template.version(),
         repetition,
@@ -443,6 +446,52 @@ mod tests {
         assert_ne!(experiment_id("s", "t", 1, &p, 0, 42), experiment_id("s2", "t", 1, &p, 0, 42));
         assert_ne!(experiment_seed(1, &p, 0), experiment_seed(2, &p, 0));
         assert_ne!(experiment_seed(1, &p, 0), experiment_seed(1, &p, 1));
+    }
+
+    /// `T` after a release that gave it a parameter `g`, marked or not as
+    /// added later.
+    struct Grown {
+        added_later: bool,
+    }
+    impl Template for Grown {
+        fn name(&self) -> &str {
+            "t"
+        }
+        fn description(&self) -> &str {
+            "test, grown"
+        }
+        fn params(&self) -> Vec<ParamDecl> {
+            let g = ParamDecl::env("g", ParamType::int(), Value::Int(0));
+            let mut v = T { exclusive: false }.params();
+            v.push(if self.added_later { g.added_later() } else { g });
+            v
+        }
+        fn run(&self, _: &mut Context<'_>) -> Result<(), TemplateError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_parameter_added_later_keeps_the_stored_ids_at_its_default() {
+        let values = |t: Arc<dyn Template>, g: Option<Vec<Value>>| {
+            let mut lists = vec![("a", ints(3)), ("e", ints(2))];
+            lists.extend(g.map(|g| ("g", g)));
+            Plan::new(&Study::from_values("s", t, &lists, 2, 7).unwrap())
+        };
+        let key = |e: &PlannedExperiment| (e.id.clone(), e.seed);
+        let before: Vec<_> = values(Arc::new(T { exclusive: false }), None).experiments.iter().map(key).collect();
+        let grown = values(Arc::new(Grown { added_later: true }), None);
+        assert_eq!(grown.experiments.iter().map(key).collect::<Vec<_>>(), before);
+        // The worker still gets the new parameter, at its default.
+        assert!(grown.experiments.iter().all(|e| e.params.int("g") == Ok(0)));
+        // Listing the default changes nothing; another value is a new experiment.
+        let listed = values(Arc::new(Grown { added_later: true }), Some(vec![Value::Int(0), Value::Int(5)]));
+        let (at_default, set): (Vec<_>, Vec<_>) = listed.experiments.iter().partition(|e| e.params.int("g") == Ok(0));
+        assert_eq!(at_default.iter().map(|e| key(e)).collect::<Vec<_>>(), before);
+        assert!(set.iter().all(|e| !before.iter().any(|(id, _)| id == &e.id)));
+        // Without the mark, a new parameter is part of every identity.
+        let unmarked = values(Arc::new(Grown { added_later: false }), None);
+        assert!(unmarked.experiments.iter().all(|e| !before.iter().any(|(id, _)| id == &e.id)));
     }
 
     #[test]

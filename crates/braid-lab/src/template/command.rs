@@ -537,7 +537,7 @@ fn param_decl(
             param: name.clone(),
             why: format!("default: {e}"),
         })?;
-    Ok(ParamDecl { name, ty, role, default, doc })
+    Ok(ParamDecl { name, ty, role, default, doc, added_later: false })
 }
 
 /// An enum's `values`: a non-empty list of distinct strings.

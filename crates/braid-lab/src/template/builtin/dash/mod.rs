@@ -142,9 +142,11 @@ impl Template for Dash {
             ParamDecl::env("trace2", ParamType::Trace, Value::Trace(PathBuf::new())).doc(
                 "a Mahimahi trace as a second path's server-to-client rate: the testbed gets two paths (multipath \
                  uses both, the other transports and players the better one); default none (one path)",
-            ),
+            )
+            .added_later(),
             ParamDecl::env("link2", ParamType::Link, Value::Link(String::new()))
-                .doc("the second path (with trace2) as a link spec, its rate overridden by trace2; empty: the same as link"),
+                .doc("the second path (with trace2) as a link spec, its rate overridden by trace2; empty: the same as link")
+                .added_later(),
             ParamDecl::env("cut_at", ParamType::Duration, Value::Duration(Duration::ZERO))
                 .doc("cut the link this long after the player page opened (0: no cut)"),
             ParamDecl::env("cut_for", ParamType::Duration, Value::Duration(Duration::from_secs(10)))
