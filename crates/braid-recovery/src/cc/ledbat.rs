@@ -6,8 +6,15 @@
 //! - queuing delay = filtered current one-way delay − base delay
 //!   ([`super::delay`], RFC 6817 §2.4.2, §3.4), immune to a constant clock
 //!   offset between the hosts;
-//! - DTL's AIMD controller on the target (default 100 ms, RFC 6817 §2.4.2
-//!   TARGET): below it, additive increase by GAIN segments per round trip
+//! - with `adaptive = 1`, the yielding controller of [`super::yielding`]: a
+//!   congestion threshold at the smallest queue it can tell from noise
+//!   (capped by the target), drain-then-halve above it, so p = 0 yields on
+//!   a buffer or AQM queue of any depth, and keeps the delay at most the
+//!   target alone where the buffer is deep (RFC 6817); opt-in for now (see
+//!   that module's "Status");
+//! - by default (`adaptive = 0`), DTL's AIMD controller on the target
+//!   (default 100 ms, RFC 6817 §2.4.2 TARGET): below it, additive increase
+//!   by GAIN segments per round trip
 //!   (`cwnd += GAIN·bytes_acked·SMSS/cwnd`, RFC 6817's largest ramp-up, "the
 //!   same as TCP" in DTL's words); above it, multiplicative decrease,
 //!   `cwnd ×= β` per acknowledged segment (β = 0.99, `delay_beta`), which
@@ -169,9 +176,11 @@ pub(super) struct LedbatCore {
     /// LEDBAT: the initial slow start also ends once the queuing delay
     /// exceeds this fraction of the target; 0 = only a loss ends it.
     ss_exit: f64,
-    /// LEDBAT: the yielding controller of [`super::yielding`] (adaptive
-    /// threshold, drain-then-halve) instead of DTL's fixed-target AIMD
-    /// (`adaptive = 1`; off by default until two such flows share fairly).
+    /// LEDBAT: the yielding controller of [`super::yielding`] (noise-floor
+    /// threshold, drain-then-halve; `adaptive = 1`, opt-in, see its
+    /// "Status") instead of DTL's fixed-target AIMD (`adaptive = 0`).
+    /// `delay_beta = 1` (RFC 6817's linear controller, the `latecomer`
+    /// baseline) keeps the RFC's controller either way.
     adaptive: bool,
     yielding: Yielding,
 }
@@ -201,9 +210,11 @@ impl LedbatCore {
         }
     }
 
-    /// The yielding controller is in charge (RFC 6817 variant, `adaptive`).
+    /// The yielding controller is in charge (RFC 6817 variant, `adaptive`,
+    /// and not RFC 6817's linear controller, `delay_beta = 1`, which stays
+    /// the RFC's baseline).
     fn yields(&self) -> bool {
-        self.adaptive && self.variant == LedbatVariant::Rfc6817
+        self.adaptive && self.variant == LedbatVariant::Rfc6817 && self.delay_beta < 1.0
     }
 
     /// Base RTT in µs: the smallest RTT seen, or the smoothed one before.
@@ -297,8 +308,11 @@ impl LedbatCore {
             self.frame_open = false;
             if let Some(sample) = acked.one_way_delay_us {
                 self.delays.add(now, sample);
-                if let Some(q) = self.delays.queuing_delay_us() {
-                    self.yielding.observe(q);
+                if let (Some(q), Some(base)) =
+                    (self.delays.queuing_delay_us(), self.delays.base_delay_us())
+                {
+                    let raw = sample.saturating_sub(base).max(0).unsigned_abs();
+                    self.yielding.observe(q, raw);
                 }
             }
         }
@@ -322,11 +336,19 @@ impl LedbatCore {
 
     /// Queuing delay above which slow start ends, µs (`None`: only a loss
     /// ends it).
-    fn slow_start_exit_us(&self) -> Option<f64> {
+    fn slow_start_exit_us(&self, w: &Window) -> Option<f64> {
         match (self.variant, self.phase) {
             (LedbatVariant::PlusPlus, _) => Some(PLUS_PLUS_SS_EXIT * self.target_us),
             (LedbatVariant::Rfc6817, Phase::InitialSlowStart) => {
                 (self.ss_exit > 0.0).then_some(self.ss_exit * self.target_us)
+            }
+            // The yielding controller: a slow start back to an earlier
+            // window must end well before a shallow buffer fills (under
+            // another flow's sawtooth), not at the target
+            // (`Yielding::slow_start_exit_us`).
+            (LedbatVariant::Rfc6817, _) if self.yields() => {
+                let segments = self.cwnd(w) / w.smss.max(1) as f64;
+                Some(self.yielding.slow_start_exit_us(self.target_us, self.base_rtt_us(), segments))
             }
             (LedbatVariant::Rfc6817, _) => Some(self.target_us),
         }
@@ -346,7 +368,7 @@ impl LedbatCore {
                 }
             }
             Phase::InitialSlowStart | Phase::Restoring { .. } => {
-                let exit = self.slow_start_exit_us();
+                let exit = self.slow_start_exit_us(w);
                 if let (Some(q), Some(limit)) = (queuing, exit) {
                     if q as f64 > limit {
                         self.leave_slow_start(w, now);
@@ -706,6 +728,10 @@ fn check_integer(
 /// - `ss_exit`: LEDBAT only: the initial slow start also ends once the
 ///   queuing delay exceeds this fraction of the target, in [0, 10],
 ///   default 0.5; 0 = only the first loss ends it (DTL's exact behaviour);
+/// - `adaptive`: LEDBAT only: 1 = the yielding controller of
+///   [`super::yielding`] (yields on any buffer), 0 (default) = DTL's
+///   fixed-target AIMD (`delay_beta`); RFC 6817's linear controller
+///   (`delay_beta = 1`) is kept either way;
 /// - `variant`: 0 = LEDBAT (RFC 6817), 1 = LEDBAT++;
 /// - `min_window`: floor in bytes, in `[SMSS, 2^30]`, default 2·SMSS.
 ///
@@ -715,6 +741,10 @@ fn check_integer(
 /// use std::time::Duration;
 ///
 /// let mut cc = Ledbat::new(1000, 10 * 1000);
+/// // DTL's fixed-target AIMD (the default), whose rule this example shows
+/// // (the yielding controller, `adaptive = 1`, backs off at a smaller,
+/// // learnt threshold).
+/// cc.set_parameter("adaptive", 0.0).unwrap();
 /// let rtt = RttEstimate {
 ///     latest: Duration::from_millis(40),
 ///     smoothed: Duration::from_millis(40),
@@ -1078,6 +1108,20 @@ mod tests {
     #[test]
     fn delay_beta_one_restores_the_additive_decrease() {
         let mut cc = in_avoidance(100, LedbatVariant::Rfc6817);
+        cc.set_parameter("delay_beta", 1.0).unwrap();
+        let before = cc.window() as f64;
+        frame(&mut cc, t(100), t(70), 20_000 + 150_000);
+        let expected = before - 0.5 * (S * S) as f64 / before;
+        let got = cc.window() as f64 + cc.core.frac;
+        assert!((got - expected).abs() < 1e-6, "{got} vs {expected}");
+    }
+
+    /// `delay_beta = 1` is RFC 6817's linear controller whatever
+    /// `adaptive` says: the `latecomer` scenario's baseline stays the RFC.
+    #[test]
+    fn delay_beta_one_keeps_the_rfc_controller_with_adaptive_on() {
+        let mut cc = in_avoidance(100, LedbatVariant::Rfc6817);
+        cc.set_parameter("adaptive", 1.0).unwrap();
         cc.set_parameter("delay_beta", 1.0).unwrap();
         let before = cc.window() as f64;
         frame(&mut cc, t(100), t(70), 20_000 + 150_000);

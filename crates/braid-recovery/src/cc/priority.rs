@@ -2,7 +2,10 @@
 //! changeable on a live connection.
 //!
 //! - p = 0: less than best effort, [LEDBAT](super::Ledbat) (fill the link,
-//!   keep the queuing delay near the target, yield to everything else);
+//!   keep the queuing delay at most the target, yield to everything else;
+//!   with `adaptive = 1` through the yielding controller of
+//!   [`super::yielding`], which backs off at the first queue it can tell
+//!   from noise, so it yields on a shallow buffer or under an AQM too);
 //! - p > 0: [MulTCP](super::MulTcp) with N = p virtual flows (p = 1 is one
 //!   TCP flow, p = 2 takes the share of two). By default the virtual flows
 //!   are CUBIC flows (`multcp_base = 1`: RFC 9438 scaled to N flows, see
@@ -58,7 +61,9 @@ pub enum PriorityMode {
 /// - `priority`: p in [0, 100], default 1; 0 = LEDBAT, otherwise MulTCP with
 ///   N = p;
 /// - LEDBAT's `target_ms`, `gain`, `beta`, `delay_beta`, `base_history`,
-///   `current_filter`, `initial_slowdown`, `ss_exit`, `variant` (see [`super::Ledbat`]);
+///   `current_filter`, `initial_slowdown`, `ss_exit`, `adaptive`, `variant`
+///   (see [`super::Ledbat`]; `adaptive = 1` makes p = 0 yield on any
+///   buffer, the default 0 is DTL's fixed-target AIMD);
 /// - MulTCP's `multcp2` and `multcp_base` (see [`super::MulTcp`]):
 ///   `multcp_base` 1 = N virtual CUBIC flows (default), 0 = N virtual Reno
 ///   flows;
