@@ -486,6 +486,18 @@ impl Settings {
         spec
     }
 
+    /// Appends the server-to-client rate source to a link spec's text: the
+    /// trace at `path` and, if set, the queue in front of it.
+    fn push_rate_source(&self, text: &mut String, path: &Path) {
+        if !text.is_empty() {
+            text.push(',');
+        }
+        text.push_str(&format!("a2b:trace={}", path.display()));
+        if self.queue > 0 {
+            text.push_str(&format!(",a2b:queue={}b", self.queue));
+        }
+    }
+
     /// The link: `link` with the rate source on `a2b`, and the generated
     /// process if any (its trace written into `work`).
     fn link(&self, work: &std::path::Path, seed: u64) -> Result<(LinkSpec, Option<bandwidth::RateTrace>), TemplateError> {
@@ -502,13 +514,7 @@ impl Settings {
             self.trace.clone()
         };
         if let Some(path) = trace {
-            if !text.is_empty() {
-                text.push(',');
-            }
-            text.push_str(&format!("a2b:trace={}", path.display()));
-            if self.queue > 0 {
-                text.push_str(&format!(",a2b:queue={}b", self.queue));
-            }
+            self.push_rate_source(&mut text, &path);
         }
         let spec = text.parse().map_err(|e| TemplateError::Invalid(format!("link with the rate source (`{text}`): {e}")))?;
         Ok((spec, generated))
@@ -529,13 +535,7 @@ impl Settings {
     fn link2(&self) -> Result<Option<LinkSpec>, TemplateError> {
         let Some(trace2) = &self.trace2 else { return Ok(None) };
         let mut text = if self.link2_text.is_empty() { self.link_text.trim().to_string() } else { self.link2_text.clone() };
-        if !text.is_empty() {
-            text.push(',');
-        }
-        text.push_str(&format!("a2b:trace={}", trace2.display()));
-        if self.queue > 0 {
-            text.push_str(&format!(",a2b:queue={}b", self.queue));
-        }
+        self.push_rate_source(&mut text, trace2);
         let spec = text.parse().map_err(|e| {
             let from = if self.link2_text.is_empty() { " (link2 is empty, so it is link; give link2 without a rate)" } else { "" };
             TemplateError::Invalid(format!("link2 with trace2 (`{text}`){from}: {e}"))
