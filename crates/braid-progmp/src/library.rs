@@ -16,7 +16,9 @@ pub struct Builtin {
     pub name: &'static str,
     /// What it does, in a line.
     pub summary: &'static str,
-    /// The thesis section it comes from.
+    /// Where it comes from: a section of the thesis (seed 001, e.g.
+    /// `5.2.2`), or for a scheduler beyond the thesis, the paper's key in
+    /// `docs/bibliography.md` (e.g. `ECF`).
     pub section: &'static str,
     /// Its source.
     pub source: &'static str,
@@ -100,6 +102,11 @@ pub const BUILTINS: &[Builtin] = &[
         "http2_aware",
         "5.9",
         "per-packet USER picks the strategy: 0 avoid high RTT, 1 lowest RTT, 2 preferred only"
+    ),
+    builtin!(
+        "ecf",
+        "ECF",
+        "lowest RTT, but hold a packet for the fastest subflow when it would finish the rest first"
     ),
 ];
 

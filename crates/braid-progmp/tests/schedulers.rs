@@ -419,6 +419,78 @@ fn http2_aware_picks_the_strategy_from_the_packet_tag() {
 }
 
 #[test]
+fn ecf_holds_the_tail_for_the_fastest_subflow_and_spreads_a_backlog() {
+    let fast = || sbf(1, 20, 2);
+    let slow = || sbf(2, 200, 10);
+
+    // Five packets, the fast window holds two: min RTT sends the other
+    // three on the slow subflow, where they arrive 200 ms later; the fast
+    // one would carry them in about two more round trips (60 ms).
+    let mut min_rtt = scheduler("min_rtt");
+    let mut env = env_of(&[fast(), slow()]);
+    write(&mut env, 5);
+    min_rtt.run_until_idle(&mut env, T0, 100);
+    assert_eq!(carriers(&mut env), [1, 1, 2, 2, 2]);
+
+    let mut ecf = scheduler("ecf");
+    let mut env = env_of(&[fast(), slow()]);
+    write(&mut env, 5);
+    ecf.run_until_idle(&mut env, T0, 100);
+    assert_eq!(carriers(&mut env), [1, 1], "the tail waits for the fast subflow");
+    assert_eq!(env.queue(Queue::Send).len(), 3);
+    assert_eq!(env.registers[5], 1, "R6 records that it is waiting");
+    ack_all(&mut env);
+    ecf.run_until_idle(&mut env, T0, 100);
+    assert_eq!(carriers(&mut env), [1, 1]);
+    ack_all(&mut env);
+    ecf.run_until_idle(&mut env, T0, 100);
+    assert_eq!(carriers(&mut env), [1]);
+    assert!(env.queue(Queue::Send).is_empty());
+
+    // A backlog the fast subflow needs many round trips for: both carry it,
+    // and the flag is cleared.
+    let mut env = env_of(&[fast(), slow()]);
+    env.registers[5] = 1;
+    write(&mut env, 200);
+    ecf.run_until_idle(&mut env, T0, 100);
+    let c = carriers(&mut env);
+    assert_eq!((c.iter().filter(|&&s| s == 1).count(), c.iter().filter(|&&s| s == 2).count()), (2, 10));
+    assert_eq!(env.registers[5], 0);
+}
+
+#[test]
+fn ecf_uses_a_second_subflow_that_is_nearly_as_fast() {
+    // Its share of the tail (3 packets over a 10-packet window at 25 ms)
+    // arrives before the fast subflow's next two round trips, so there is
+    // nothing to gain by waiting.
+    let mut ecf = scheduler("ecf");
+    let mut env = env_of(&[sbf(1, 20, 2), sbf(2, 25, 10)]);
+    write(&mut env, 5);
+    ecf.run_until_idle(&mut env, T0, 100);
+    assert_eq!(carriers(&mut env), [1, 1, 2, 2, 2]);
+}
+
+#[test]
+fn ecf_waits_longer_once_waiting_hysteresis() {
+    // n * RTT_f sits between RTT_s and 1.25 * RTT_s: a fresh decision uses
+    // the slow subflow, one already waiting keeps waiting (beta = 1/4).
+    // Fast: 20 ms, window 2; slow: 100 ms, window 2; k = 9 after the fast
+    // window is filled: n = 1 + 9/2 = 5.5, 5.5 * 20 = 110 ms.
+    let fast_and_slow = || env_of(&[sbf(1, 20, 2), sbf(2, 100, 2)]);
+    let mut ecf = scheduler("ecf");
+    let mut env = fast_and_slow();
+    write(&mut env, 11);
+    ecf.run_until_idle(&mut env, T0, 100);
+    assert_eq!(carriers(&mut env), [1, 1, 2, 2]);
+
+    let mut env = fast_and_slow();
+    env.registers[5] = 1;
+    write(&mut env, 11);
+    ecf.run_until_idle(&mut env, T0, 100);
+    assert_eq!(carriers(&mut env), [1, 1]);
+}
+
+#[test]
 fn every_builtin_survives_odd_environments() {
     for b in BUILTINS {
         let mut s = scheduler(b.name);

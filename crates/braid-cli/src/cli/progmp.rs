@@ -71,7 +71,12 @@ fn list(args: ListArgs) -> anyhow::Result<Outcome> {
         println!("{}", serde_json::Value::Array(list));
     } else {
         for b in BUILTINS {
-            println!("{:<28} §{:<6} {}", b.name, b.section, b.summary);
+            // A thesis section gets its section sign; a paper key stands alone.
+            let source = match b.section.starts_with(|c: char| c.is_ascii_digit()) {
+                true => format!("§{}", b.section),
+                false => format!("[{}]", b.section),
+            };
+            println!("{:<28} {:<7} {}", b.name, source, b.summary);
         }
     }
     Ok(Outcome::Success)

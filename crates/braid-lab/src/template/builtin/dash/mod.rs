@@ -108,6 +108,13 @@ impl Template for Dash {
             ),
             ParamDecl::config("transport", ParamType::one_of(&TRANSPORTS), Value::Enum("tcp".into()))
                 .doc("braid player only: HTTP over tcp, over a braid connection, or over multipath braid"),
+            ParamDecl::config(
+                "scheduler",
+                ParamType::one_of(&braid_progmp::BUILTINS.iter().map(|b| b.name).collect::<Vec<_>>()),
+                Value::Enum(braid_progmp::DEFAULT_SCHEDULER.into()),
+            )
+            .doc("multipath only: the shipped ProgMP scheduler of both ends (braid progmp list); the server's decides which path carries the segments")
+            .added_later(),
             ParamDecl::config("segment", ParamType::int_range(1, 60), Value::Int(2))
                 .doc("segment length, seconds (the thesis: 1, 2, 6, 10, 15)"),
             ParamDecl::config("buffer", ParamType::Duration, Value::Duration(Duration::from_secs(30)))
@@ -227,6 +234,7 @@ impl Template for Dash {
             &www,
             SocketAddr::from((server_addr, HTTP_PORT)),
             braid_listen,
+            multipath.then_some(s.scheduler.as_str()),
             &log,
         )?;
         let mut cut = s.cut(&work, &link)?;
@@ -243,7 +251,15 @@ impl Template for Dash {
             } else {
                 Vec::new()
             };
-            let play = serve::Play { url: &url, transport: &s.transport, abr, buffer: s.buffer, duration: s.duration, paths: &client_paths };
+            let play = serve::Play {
+                url: &url,
+                transport: &s.transport,
+                abr,
+                buffer: s.buffer,
+                duration: s.duration,
+                paths: &client_paths,
+                scheduler: multipath.then_some(s.scheduler.as_str()),
+            };
             let report = serve::play_client(&tb, "b", &braid, &play, limit, &work)?;
             ctx.artifact("playback", serde_json::to_value(&report.trace).context("the client's trace")?);
             for seg in &report.segments {
@@ -367,6 +383,8 @@ struct Settings {
     player: String,
     abr: String,
     transport: String,
+    /// The ProgMP scheduler of a multipath connection's two ends.
+    scheduler: String,
     segment: u32,
     buffer: Duration,
     duration: Duration,
@@ -397,6 +415,7 @@ impl Settings {
             player: p.str("player")?.to_string(),
             abr: p.str("abr")?.to_string(),
             transport: p.str("transport")?.to_string(),
+            scheduler: p.str("scheduler")?.to_string(),
             segment: u32::try_from(p.int("segment")?).map_err(|_| TemplateError::Invalid("segment: 1 to 60 s".into()))?,
             buffer: p.duration("buffer")?,
             duration: p.duration("duration")?,
@@ -439,6 +458,13 @@ impl Settings {
         }
         if self.player != "braid" && self.transport != "tcp" {
             return invalid(format!("transport: the browser players fetch over tcp only, not `{}`", self.transport));
+        }
+        if self.transport != "multipath" && self.scheduler != braid_progmp::DEFAULT_SCHEDULER {
+            return invalid(format!(
+                "scheduler: schedules multipath connections only, not transport {} (leave it at {})",
+                self.transport,
+                braid_progmp::DEFAULT_SCHEDULER
+            ));
         }
         if self.transport == "multipath" && self.trace2.is_none() {
             return invalid("transport multipath: needs a second path; set trace2 (path 2's server-to-client trace)".into());

@@ -114,7 +114,10 @@ fn link_file(from: &Path, to: &Path) -> Result<(), TemplateError> {
 
 /// `braid dash serve` on `host`, listening on `addr:port` (HTTP over TCP)
 /// and, with `braid_port`, also on `addr:braid_port` (HTTP over Braid),
-/// logging its requests to `log`. Returns once it accepts connections.
+/// logging its requests to `log`, its multipath connections scheduled by
+/// `scheduler` (a shipped ProgMP scheduler's name; `None`: the default).
+/// Returns once it accepts connections.
+#[allow(clippy::too_many_arguments)]
 pub fn start_server(
     tb: &Testbed,
     host: &str,
@@ -122,10 +125,14 @@ pub fn start_server(
     root: &Path,
     listen: SocketAddr,
     braid_listen: Option<SocketAddr>,
+    scheduler: Option<&str>,
     log: &Path,
 ) -> Result<Running, TemplateError> {
     let mut command = tb.command(host, braid).context("the server host")?;
     command.args(["dash", "serve", "--root"]).arg(root).arg("--listen").arg(listen.to_string()).arg("--log").arg(log);
+    if let Some(name) = scheduler {
+        command.arg("--scheduler").arg(name);
+    }
     if let Some(b) = braid_listen {
         command.arg("--braid").arg(b.to_string());
         trust_on_first_use(&mut command, log.parent().unwrap_or(Path::new(".")), "server");
@@ -228,6 +235,8 @@ pub struct Play<'a> {
     /// Multipath: each path's local address and the server's address on
     /// it (`--path LOCAL=REMOTE`), the first carrying the handshake.
     pub paths: &'a [(Ipv4Addr, SocketAddr)],
+    /// Multipath: the ProgMP scheduler of what the client sends (requests).
+    pub scheduler: Option<&'a str>,
 }
 
 /// `--path` arguments: `LOCAL=REMOTE_IP:PORT` per path.
@@ -251,6 +260,9 @@ pub fn play_client(
     command.arg("--buffer").arg(format!("{}s", play.buffer.as_secs_f64()));
     command.arg("--duration").arg(format!("{}s", play.duration.as_secs_f64()));
     command.args(path_args(play.paths));
+    if let Some(name) = play.scheduler {
+        command.arg("--scheduler").arg(name);
+    }
     command.arg("--json");
     if play.transport != "tcp" {
         trust_on_first_use(&mut command, work, "client");

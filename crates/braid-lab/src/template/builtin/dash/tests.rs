@@ -21,6 +21,7 @@ fn bad_combinations_are_refused_with_the_allowed_form() {
             ("bandwidth_floor", Value::Float(6.0), "below bandwidth_mean"),
             ("content_duration", Value::Duration(Duration::from_millis(1500)), "whole seconds"),
             ("trace", Value::Trace(PathBuf::from("/etc/hostname")), "give one rate source"),
+            ("scheduler", Value::Enum("ecf".into()), "schedules multipath connections only"),
         ],
         Settings::from_params,
     );
@@ -179,6 +180,11 @@ fn multipath_needs_trace2_and_two_paths_build_both_links() {
     let mut p = two_paths(&slow, &fast);
     p.insert("cut_at", Value::Duration(Duration::from_secs(5)));
     assert!(Settings::from_params(&p).unwrap_err().to_string().contains("one-path testbeds only"));
+    // A multipath connection takes any shipped scheduler.
+    let mut p = two_paths(&slow, &fast);
+    p.insert("transport", Value::Enum("multipath".into()));
+    p.insert("scheduler", Value::Enum("ecf".into()));
+    assert_eq!(Settings::from_params(&p).unwrap().scheduler, "ecf");
     // Browser players share the two-path testbed over tcp.
     let mut p = two_paths(&slow, &fast);
     p.insert("player", Value::Enum("dashjs".into()));
