@@ -1,7 +1,8 @@
 //! A study's experiments, each with a content-derived id.
 //!
 //! [`Plan::new`] expands a [`Study`] into [`PlannedExperiment`]s: every
-//! point of its grid ([`Study::grid`]) times every repetition. The order is
+//! point of its grid that no `[[exclude]]` matches ([`Study::points`])
+//! times every repetition. The order is
 //! stable: environments outermost, then configurations (each role's
 //! parameters in the template's declared order, the first declared varying
 //! slowest), then repetitions innermost, so the repetitions of one
@@ -19,6 +20,8 @@
 //! value and the repetition, and from nothing else: adding a value to a
 //! list, or a repetition, leaves the seeds (and so the ids) of the
 //! experiments already planned as they were, so a grown study resumes.
+//! Excluding a combination removes its experiments and leaves the others'
+//! ids and seeds as they were too.
 //!
 //! ```
 //! # use std::sync::Arc;
@@ -94,6 +97,11 @@ pub struct Plan {
     pub environments: usize,
     /// Repetitions of each configuration in each environment.
     pub repetitions: u32,
+    /// Experiments the study's `[[exclude]]` tables remove from
+    /// configurations × environments × repetitions.
+    pub excluded: usize,
+    /// How many `[[exclude]]` tables the study has.
+    pub excludes: usize,
     /// Every parameter with its values.
     pub params: Vec<ParamSummary>,
 }
@@ -102,7 +110,7 @@ impl Plan {
     /// Expand `study`.
     pub fn new(study: &Study) -> Plan {
         let mut experiments = Vec::with_capacity(study.count());
-        for params in study.grid().points() {
+        for params in study.points() {
             for repetition in 0..study.repetitions {
                 experiments.push(experiment(study, params.clone(), repetition));
             }
@@ -115,6 +123,8 @@ impl Plan {
             configurations: study.configurations(),
             environments: study.environments(),
             repetitions: study.repetitions,
+            excluded: study.excluded(),
+            excludes: study.excludes.len(),
             params: study
                 .params
                 .iter()
@@ -152,6 +162,8 @@ impl Plan {
             configurations: self.configurations,
             environments: self.environments,
             repetitions: self.repetitions,
+            excluded: self.excluded,
+            excludes: self.excludes,
             exclusive: self.experiments.iter().filter(|e| e.exclusive).count(),
             jobs,
             expected_secs: self.expected_total(jobs).as_secs_f64(),
@@ -299,6 +311,13 @@ pub struct PlanSummary {
     pub environments: usize,
     /// Repetitions of each.
     pub repetitions: u32,
+    /// Experiments the `[[exclude]]` tables remove (`count` is the product
+    /// minus these).
+    #[serde(default)]
+    pub excluded: usize,
+    /// How many `[[exclude]]` tables.
+    #[serde(default)]
+    pub excludes: usize,
     /// How many run alone.
     pub exclusive: usize,
     /// Parallel slots assumed.
@@ -310,6 +329,20 @@ pub struct PlanSummary {
 }
 
 impl PlanSummary {
+    /// ` - N excluded by M [[exclude]]` when something is excluded, else
+    /// nothing: the tail of the count line.
+    pub fn excluded_text(&self) -> String {
+        if self.excludes == 0 {
+            return String::new();
+        }
+        format!(
+            " - {} excluded by {} [[exclude]] table{}",
+            self.excluded,
+            self.excludes,
+            if self.excludes == 1 { "" } else { "s" }
+        )
+    }
+
     /// The parameter table: a header row, then one row per parameter
     /// (name, role, type, count, values).
     pub fn param_rows(&self) -> Vec<[String; 5]> {
@@ -328,8 +361,12 @@ impl fmt::Display for PlanSummary {
         writeln!(f, "study {} (template {} v{})", self.study, self.template, self.template_version)?;
         writeln!(
             f,
-            "{} experiments = {} configurations x {} environments x {} repetitions",
-            self.count, self.configurations, self.environments, self.repetitions
+            "{} experiments = {} configurations x {} environments x {} repetitions{}",
+            self.count,
+            self.configurations,
+            self.environments,
+            self.repetitions,
+            self.excluded_text()
         )?;
         if self.exclusive > 0 {
             writeln!(f, "{} of them run alone (exclusive)", self.exclusive)?;

@@ -18,9 +18,22 @@
 //! scheduler = ["minrtt", "redundant"]
 //! [environment]                  # the template's environment parameters
 //! path1 = ["rtt=20ms,rate=50mbit", "rtt=20ms,rate=50mbit,loss=2%"]
+//! [[exclude]]                    # optional, any number: combinations not to plan
+//! scheduler = "redundant"        # an experiment matching every key of one table
+//! path1 = ["rtt=20ms,rate=50mbit,loss=2%"]  # (a list: any of its values) is left out
 //! [slurm]                        # optional: read by the Slurm executor (runner::slurm::StudySlurm)
 //! constraint = "emu"
 //! ```
+//!
+//! Some combinations of the lists do not exist (the `dash` template's
+//! browser players fetch over TCP only, a ProgMP scheduler applies to
+//! multipath only): each `[[exclude]]` table names parameters the study
+//! lists, with one value or a list of values from the study's own lists, and
+//! the experiments matching all of it are not planned, counted or run
+//! ([`exclude`] has the details). An exclude that names a parameter the
+//! study does not list, a value not in its list, nothing at all, or that
+//! removes no experiment the other excludes keep, is an error; so is
+//! excluding everything. The remaining experiments keep their ids and seeds.
 //!
 //! Instead of `template = "..."`, a `[template]` table may define a command
 //! template inline (the format of [`CommandTemplate`]). A parameter the
@@ -72,7 +85,11 @@ use std::time::Duration;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use crate::param::{parse_duration, ParamDecl, ParamType, Role, Value};
+pub mod exclude;
+
+pub use exclude::Exclude;
+
+use crate::param::{parse_duration, ParamDecl, ParamType, Params, Role, Value};
 use crate::search::{Axis, Grid};
 use crate::template::command::{CommandTemplate, CommandTemplateError};
 use crate::template::Template;
@@ -92,6 +109,7 @@ pub const STUDY_KEYS: &[&str] = &[
     "exclusive",
     "configuration",
     "environment",
+    "exclude",
     "slurm",
 ];
 
@@ -307,6 +325,80 @@ pub enum StudyError {
         /// The line where it was first.
         first_line: usize,
     },
+    /// `[[exclude]]` names a parameter the template does not have.
+    #[error(
+        "{at}: [[exclude]] `{key}`: template `{template}` has no such parameter; an exclude names parameters the study lists under [configuration] or [environment]: {}",
+        names_or_none(listed)
+    )]
+    ExcludeUnknownParam {
+        /// Where.
+        at: Location,
+        /// The key.
+        key: String,
+        /// The template.
+        template: String,
+        /// The parameters the study lists.
+        listed: Vec<String>,
+    },
+    /// `[[exclude]]` names a parameter of the template the study does not
+    /// list (every experiment has its default).
+    #[error(
+        "{at}: [[exclude]] `{key}`: the study does not vary or set `{key}` (every experiment has the template's default, `{default}`); an exclude names parameters the study lists under [configuration] or [environment]: {}",
+        names_or_none(listed)
+    )]
+    ExcludeUnlisted {
+        /// Where.
+        at: Location,
+        /// The key.
+        key: String,
+        /// The template's default, in canonical form.
+        default: String,
+        /// The parameters the study lists.
+        listed: Vec<String>,
+    },
+    /// `[[exclude]]` gives a value the study's list of that parameter does
+    /// not hold (a typo: it would exclude nothing).
+    #[error("{at}: [[exclude]] `{key}`: `{value}` is not in the study's list of `{key}`; expected one of: {}", allowed.join(", "))]
+    ExcludeValue {
+        /// Where the value is.
+        at: Location,
+        /// The parameter.
+        key: String,
+        /// The value, in canonical form.
+        value: String,
+        /// The study's values of the parameter, in canonical form.
+        allowed: Vec<String>,
+    },
+    /// An empty `[[exclude]]` table (it would match every experiment).
+    #[error(
+        "{at}: empty [[exclude]]: expected `PARAMETER = VALUE` or `PARAMETER = [VALUES]` for one or more parameters the study lists"
+    )]
+    EmptyExclude {
+        /// Where.
+        at: Location,
+    },
+    /// An `[[exclude]]` whose every experiment the other excludes remove
+    /// already.
+    #[error(
+        "{at}: this [[exclude]] removes no experiment: the [[exclude]] at line{} {} remove{} every experiment it matches already; delete it or correct its values",
+        if by.len() == 1 { "" } else { "s" },
+        by.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(", "),
+        if by.len() == 1 { "s" } else { "" }
+    )]
+    ExcludeRemovesNothing {
+        /// Where (its first key).
+        at: Location,
+        /// The lines of the excludes it overlaps.
+        by: Vec<usize>,
+    },
+    /// The `[[exclude]]` tables remove every experiment.
+    #[error("{at}: the [[exclude]] tables remove all {count} combinations of the lists; nothing would run: narrow an [[exclude]]")]
+    AllExcluded {
+        /// Where the first exclude is.
+        at: Location,
+        /// How many combinations the lists make.
+        count: u128,
+    },
     /// The product of the lists times the repetitions is too large.
     #[error(
         "{at}: the study expands to {count} experiments; at most {max} are allowed: shorten a list or the repetitions"
@@ -356,6 +448,12 @@ impl StudyError {
             | StudyError::MissingTrace { at, .. }
             | StudyError::EmptyList { at, .. }
             | StudyError::DuplicateValue { at, .. }
+            | StudyError::ExcludeUnknownParam { at, .. }
+            | StudyError::ExcludeUnlisted { at, .. }
+            | StudyError::ExcludeValue { at, .. }
+            | StudyError::EmptyExclude { at }
+            | StudyError::ExcludeRemovesNothing { at, .. }
+            | StudyError::AllExcluded { at, .. }
             | StudyError::TooLarge { at, .. } => Some(at),
         }
     }
@@ -387,6 +485,8 @@ pub struct Study {
     pub template: Arc<dyn Template>,
     /// Every parameter of the template, in its declared order.
     pub params: Vec<ParamValues>,
+    /// The combinations not planned (`[[exclude]]`), in file order.
+    pub excludes: Vec<Exclude>,
     /// How often each configuration runs in each environment (>= 1).
     pub repetitions: u32,
     /// The base seed every experiment's seed derives from.
@@ -404,6 +504,7 @@ impl fmt::Debug for Study {
             .field("path", &self.path)
             .field("template", &self.template.name())
             .field("params", &self.params)
+            .field("excludes", &self.excludes)
             .field("repetitions", &self.repetitions)
             .field("seed", &self.seed)
             .field("timeout", &self.timeout)
@@ -489,13 +590,14 @@ impl Study {
                 listed.insert(key_name.to_string(), value_list(&src, base, decl, key_name, value)?);
             }
         }
-        let params = decls
+        let params: Vec<ParamValues> = decls
             .into_iter()
             .map(|decl| match listed.remove(&decl.name) {
                 Some(values) => ParamValues { decl, values, listed: true },
                 None => ParamValues { values: vec![decl.default.clone()], decl, listed: false },
             })
             .collect();
+        let excludes = exclude::parse(&src, base, doc, &params, template.name())?;
         let study = Study {
             name,
             description,
@@ -503,11 +605,13 @@ impl Study {
             text: text.to_string(),
             template,
             params,
+            excludes,
             repetitions,
             seed,
             timeout,
             exclusive,
         };
+        exclude::check(study.grid().axes(), &study.excludes)?;
         let count = study.count_u128();
         if count > MAX_EXPERIMENTS as u128 {
             return Err(StudyError::TooLarge { at: src.at(0..0), count, max: MAX_EXPERIMENTS });
@@ -591,6 +695,7 @@ impl Study {
             text: String::new(),
             template,
             params,
+            excludes: Vec::new(),
             repetitions,
             seed,
             timeout: None,
@@ -614,28 +719,53 @@ impl Study {
         self.params.iter().filter(move |p| p.decl.role == role)
     }
 
-    /// How many configurations: the product of the configuration lists.
+    /// How many configurations: the product of the configuration lists
+    /// (before any `[[exclude]]`; [`excluded`](Self::excluded) says how
+    /// many experiments the excludes remove).
     pub fn configurations(&self) -> usize {
         self.params_of(Role::Configuration).map(|p| p.values.len()).product()
     }
 
-    /// How many environments: the product of the environment lists.
+    /// How many environments: the product of the environment lists
+    /// (before any `[[exclude]]`).
     pub fn environments(&self) -> usize {
         self.params_of(Role::Environment).map(|p| p.values.len()).product()
     }
 
-    /// How many experiments: configurations × environments × repetitions.
+    /// How many experiments: configurations × environments × repetitions,
+    /// minus the excluded.
     pub fn count(&self) -> usize {
         usize::try_from(self.count_u128()).unwrap_or(usize::MAX)
     }
 
+    /// How many experiments the `[[exclude]]` tables remove from
+    /// configurations × environments × repetitions.
+    pub fn excluded(&self) -> usize {
+        let all = self.params.iter().fold(u128::from(self.repetitions), |n, p| n.saturating_mul(p.values.len() as u128));
+        usize::try_from(all - self.count_u128().min(all)).unwrap_or(usize::MAX)
+    }
+
     fn count_u128(&self) -> u128 {
-        self.params.iter().fold(u128::from(self.repetitions), |n, p| n.saturating_mul(p.values.len() as u128))
+        let grid = self.grid();
+        let lens: Vec<usize> = grid.axes().iter().map(|a| a.values.len()).collect();
+        let masks = exclude::masks(grid.axes(), &self.excludes);
+        let masks: Vec<&exclude::Mask> = masks.iter().collect();
+        exclude::kept(&lens, &masks).saturating_mul(u128::from(self.repetitions))
+    }
+
+    /// Every point of the study to run (every parameter's value), in the
+    /// grid's order: the [`grid`](Self::grid) without the points an
+    /// `[[exclude]]` matches.
+    pub fn points(&self) -> impl Iterator<Item = Params> {
+        let axes = self.grid().axes().to_vec();
+        let masks = exclude::masks(&axes, &self.excludes);
+        exclude::Points::new(axes, masks)
     }
 
     /// The Cartesian product of the value lists: environment parameters
     /// outermost, then configuration parameters, each role in declared
-    /// order (the first declared varies slowest).
+    /// order (the first declared varies slowest). It ignores the
+    /// `[[exclude]]` tables; [`points`](Self::points) applies them.
     pub fn grid(&self) -> Grid {
         let axes = self
             .params_of(Role::Environment)

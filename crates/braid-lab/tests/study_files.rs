@@ -337,6 +337,37 @@ fn seeds_and_ids_stay_when_the_study_grows() {
 }
 
 #[test]
+fn an_exclude_drops_its_combinations_and_keeps_the_stored_ids_of_the_rest() {
+    let lists = "template = \"probe-sim\"\nrepetitions = 2\n[configuration]\nscheduler = [\"minrtt\", \"redundant\"]\n\
+                 warmup = [\"250ms\", \"2s\"]\n[environment]\n\
+                 path1 = [\"rtt=20ms,rate=50mbit\", \"rtt=40ms,rate=50mbit,loss=2%\"]\ntrace = \"traces/steady.trace\"\n";
+    // Values typed as in the lists: a duration in another spelling, a link
+    // spec, a trace path relative to the study file.
+    let exclude = "[[exclude]]\nscheduler = \"redundant\"\nwarmup = 2\n\
+                   path1 = \"rtt=40ms,rate=50mbit,loss=2%\"\ntrace = [\"traces/steady.trace\"]\n";
+    let before = Plan::new(&parse(lists).unwrap());
+    let after = Plan::new(&parse(&format!("{lists}{exclude}")).unwrap());
+    assert_eq!((before.count(), after.count()), (16, 14));
+    let dropped: Vec<&PlannedExperiment> = before.experiments.iter().filter(|e| !after.experiments.contains(e)).collect();
+    assert_eq!(dropped.len(), 2, "the two repetitions of one combination");
+    for e in &dropped {
+        let p = &e.params;
+        assert_eq!(p.str("scheduler").unwrap(), "redundant");
+        assert_eq!(p.duration("warmup").unwrap(), Duration::from_secs(2));
+        assert!(p.get("path1").unwrap().to_text().contains("loss"));
+    }
+    // Resuming a stored run: every remaining experiment is one stored before.
+    let stored: HashSet<&str> = before.experiments.iter().map(|e| e.id.as_str()).collect();
+    assert!(after.experiments.iter().all(|e| stored.contains(e.id.as_str())));
+    let summary = after.summary(1);
+    assert_eq!((summary.excluded, summary.excludes), (2, 1));
+    assert!(summary.to_string().contains("14 experiments = 4 configurations x 2 environments x 2 repetitions - 2 excluded by 1 [[exclude]] table\n"), "{summary}");
+    // A value the study does not list is refused (a typo would exclude nothing).
+    let e = error_at(&format!("{lists}[[exclude]]\nwarmup = \"3s\"\n"), 10);
+    assert!(e.to_string().contains("`3s` is not in the study's list of `warmup`; expected one of: 250ms, 2s"), "{e}");
+}
+
+#[test]
 fn a_python_command_template_runs_through_its_plan() {
     let study = Study::load(&fixtures().join("sweep.toml"), &templates()).unwrap();
     assert_eq!(study.name, "sweep");

@@ -441,14 +441,15 @@ fn plan(a: PlanArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Success);
     }
     emit(&format!(
-        "study {} (template {} v{}): {} experiments = {} configurations × {} environments × {} repetitions",
+        "study {} (template {} v{}): {} experiments = {} configurations × {} environments × {} repetitions{}",
         summary.study,
         summary.template,
         summary.template_version,
         summary.count,
         summary.configurations,
         summary.environments,
-        summary.repetitions
+        summary.repetitions,
+        summary.excluded_text()
     ));
     emit(&format!(
         "expected duration with {} jobs: {} ({} experiments run alone)",
