@@ -6,9 +6,11 @@
 //!
 //! Segments are fetched one at a time on one keep-alive connection, as dash.js and Shaka do for
 //! a single adaptation set; the audio segment of the same number (if the manifest has audio)
-//! follows its video segment and counts in the throughput sample. Each request has a timeout, the
-//! session a wall-clock limit, and a segment that is missing or not ISO-BMFF ends the session with
-//! an error naming it.
+//! follows its video segment and counts in the throughput sample. A video segment whose download
+//! the network can no longer carry in time is abandoned and fetched again lower
+//! ([`crate::abandon`], as dash.js does), on a new connection (HTTP/1.1 cannot cancel a response).
+//! A request fails when nothing arrives for its timeout, the session has a wall-clock limit, and a
+//! segment that is missing or not ISO-BMFF ends the session with an error naming it.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -17,8 +19,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::abandon::{AbandonRule, Download};
 use crate::abr::{AbrInput, AbrKind};
-use crate::http::{HttpClient, HttpError, HttpUrl};
+use crate::http::{HttpClient, HttpError, HttpUrl, Progress};
 use crate::mpd::{Manifest, MpdError};
 use crate::player::Player;
 use crate::qoe::{summarize, PlaybackTrace, QoeSummary};
@@ -69,8 +72,10 @@ pub struct PlayConfig {
     pub buffer_target_s: f64,
     /// Wall-clock limit of the session from its start (`None`: play to the end).
     pub max_duration_s: Option<f64>,
-    /// Bound on each HTTP request (head and body).
+    /// How long an HTTP request may receive nothing (no head, no body bytes) before it fails.
     pub request_timeout: Duration,
+    /// When to abandon a video segment's download (`None`: never; wait it out).
+    pub abandon: Option<AbandonRule>,
     /// Bound on opening the connection.
     pub connect_timeout: Duration,
     /// Fetch the audio segments too (as browsers do).
@@ -78,7 +83,8 @@ pub struct PlayConfig {
 }
 
 impl PlayConfig {
-    /// Defaults: throughput ABR, 30 s buffer, no limit, 30 s per request, 10 s to connect, audio on.
+    /// Defaults: throughput ABR, 30 s buffer, no limit, 30 s without data fails a request,
+    /// dash.js's abandonment rule, 10 s to connect, audio on.
     pub fn new(url: impl Into<String>, transport: Transport) -> PlayConfig {
         PlayConfig {
             url: url.into(),
@@ -87,6 +93,7 @@ impl PlayConfig {
             buffer_target_s: 30.0,
             max_duration_s: None,
             request_timeout: Duration::from_secs(30),
+            abandon: Some(AbandonRule::default()),
             connect_timeout: Duration::from_secs(10),
             audio: true,
         }
@@ -112,6 +119,21 @@ pub struct SegmentRecord {
     pub throughput_kbps: f64,
     /// Buffer level when it was requested, seconds.
     pub buffer_s: f64,
+    /// Downloads of this segment abandoned before this one, each at a higher representation.
+    pub abandoned: Vec<AbandonRecord>,
+}
+
+/// A segment download given up because the network could not carry it in time.
+#[derive(Debug, Clone, Serialize)]
+pub struct AbandonRecord {
+    /// The representation it was fetching.
+    pub representation: String,
+    /// Its bitrate, kbit/s.
+    pub kbps: f64,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// Seconds it ran.
+    pub elapsed_s: f64,
 }
 
 /// One path of a Braid connection at the end of the session.
@@ -148,8 +170,11 @@ pub struct PlayReport {
     pub segment_s: f64,
     /// Why the session stopped: `ended`, `time limit`.
     pub stopped: &'static str,
-    /// The Braid connection's paths (empty over TCP).
+    /// The Braid connection's paths (empty over TCP); after an abandonment reopened the
+    /// connection, each path's bytes summed over the connections.
     pub paths: Vec<PathRecord>,
+    /// Segment downloads abandoned (see [`SegmentRecord::abandoned`]).
+    pub abandons: usize,
 }
 
 /// Why a session failed.
@@ -318,6 +343,11 @@ pub async fn play(config: PlayConfig) -> Result<PlayReport, PlayError> {
     let mut audio_inited = false;
     let mut last: Option<usize> = None;
     let mut next = 0usize;
+    // After an abandonment: the representation to fetch the same segment at, and what was given up.
+    let mut forced: Option<usize> = None;
+    let mut abandoned: Vec<AbandonRecord> = Vec::new();
+    let mut abandons = 0usize;
+    let mut earlier_paths: Vec<PathRecord> = Vec::new();
     let mut stopped = "ended";
     let past_deadline = || deadline.is_some_and(|d| Instant::now() >= d);
 
@@ -346,15 +376,17 @@ pub async fn play(config: PlayConfig) -> Result<PlayReport, PlayError> {
             throughput_kbps: &throughputs,
             segments_left: count - next,
         };
-        let m = abr.choose(&input).min(ladder.len() - 1);
+        let m = forced.take().unwrap_or_else(|| abr.choose(&input)).min(ladder.len() - 1);
         let rep = &video.representations[m];
+        let segment_duration_s = video.representations[0].segments[next].duration_s;
         let mut paths = Vec::new();
         if !inited[m] {
             if let Some(init) = &rep.init {
                 paths.push(url.resolve(init));
             }
         }
-        paths.push(url.resolve(&rep.media_path(next).unwrap_or_default()));
+        let media = url.resolve(&rep.media_path(next).unwrap_or_default());
+        paths.push(media.clone());
         if let Some(a) = &audio {
             if !audio_inited {
                 if let Some(init) = &a.init {
@@ -369,7 +401,23 @@ pub async fn play(config: PlayConfig) -> Result<PlayReport, PlayError> {
         let t0 = Instant::now();
         let mut bytes = 0u64;
         for path in &paths {
-            let fetch = link.http.get(path);
+            // Only the video segment may be abandoned: init segments and audio are small.
+            let rule = config.abandon.filter(|_| *path == media && m > 0);
+            let guessed_bytes = (rep.kbps() * 1000.0 * segment_duration_s / 8.0) as u64;
+            let mut replacement = None;
+            let watch = |p: &Progress| {
+                let Some(rule) = rule else { return true };
+                let download = Download {
+                    representation: m,
+                    bytes: p.bytes,
+                    total_bytes: p.content_length.unwrap_or(guessed_bytes),
+                    elapsed_s: p.elapsed_s,
+                    segment_s: segment_duration_s,
+                };
+                replacement = rule.replacement(&ladder, &download);
+                replacement.is_none()
+            };
+            let fetch = link.http.get_watched(path, watch);
             let got = match deadline {
                 Some(d) => match tokio::time::timeout_at(d.into(), fetch).await {
                     Ok(r) => r,
@@ -379,6 +427,21 @@ pub async fn play(config: PlayConfig) -> Result<PlayReport, PlayError> {
                     }
                 },
                 None => fetch.await,
+            };
+            let got = match got {
+                Err(HttpError::Abandoned { bytes: got_bytes, elapsed_s, .. }) => {
+                    // What it carried is a throughput sample like any other.
+                    throughputs.push((bytes + got_bytes) as f64 * 8.0 / 1000.0 / t0.elapsed().as_secs_f64().max(1e-6));
+                    tracing::debug!(segment = next, rep = %rep.id, got_bytes, elapsed_s, "segment download abandoned");
+                    abandoned.push(AbandonRecord { representation: rep.id.clone(), kbps: rep.kbps(), bytes: got_bytes, elapsed_s });
+                    abandons += 1;
+                    forced = replacement;
+                    earlier_paths.extend(path_records(&link));
+                    close(link).await;
+                    link = open(&config, &url).await?;
+                    continue 'session;
+                }
+                other => other,
             };
             let got = got.map_err(|error| PlayError::Segment { index: next, error })?;
             check_segment(&got.body).map_err(|problem| PlayError::BadSegment { path: path.clone(), problem })?;
@@ -400,6 +463,7 @@ pub async fn play(config: PlayConfig) -> Result<PlayReport, PlayError> {
             download_s,
             throughput_kbps,
             buffer_s,
+            abandoned: std::mem::take(&mut abandoned),
         });
         tracing::debug!(segment = next, rep = %rep.id, kbps = rep.kbps(), throughput_kbps, buffer_s, "segment fetched");
         last = Some(m);
@@ -417,19 +481,9 @@ pub async fn play(config: PlayConfig) -> Result<PlayReport, PlayError> {
             }
         }
     }
-    let paths = match &link.braid {
-        Some((_, conn)) => conn
-            .paths()
-            .iter()
-            .map(|p| PathRecord { local: p.local, remote: p.remote, bytes_received: p.bytes_received, srtt_ms: p.smoothed_rtt.as_secs_f64() * 1e3 })
-            .collect(),
-        None => Vec::new(),
-    };
-    if let Some((ep, conn)) = link.braid.take() {
-        drop(link);
-        let _ = tokio::time::timeout(Duration::from_secs(1), conn.close()).await;
-        ep.close();
-    }
+    let mut paths = path_records(&link);
+    merge_paths(&mut paths, earlier_paths);
+    close(link).await;
     let trace = player.finish(end_s);
     let summary = summarize(&trace);
     Ok(PlayReport {
@@ -443,7 +497,46 @@ pub async fn play(config: PlayConfig) -> Result<PlayReport, PlayError> {
         segment_s,
         stopped,
         paths,
+        abandons,
     })
+}
+
+/// The Braid connection's paths now (none over TCP).
+fn path_records(link: &Link) -> Vec<PathRecord> {
+    match &link.braid {
+        Some((_, conn)) => conn
+            .paths()
+            .iter()
+            .map(|p| PathRecord {
+                local: p.local,
+                remote: p.remote,
+                bytes_received: p.bytes_received,
+                srtt_ms: p.smoothed_rtt.as_secs_f64() * 1e3,
+            })
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Adds the bytes of earlier connections' paths to the same (local, remote) path of the last
+/// connection (whose smoothed RTT is kept); a path only an earlier connection had is appended.
+fn merge_paths(last: &mut Vec<PathRecord>, earlier: Vec<PathRecord>) {
+    for e in earlier {
+        match last.iter_mut().find(|p| p.local == e.local && p.remote == e.remote) {
+            Some(p) => p.bytes_received += e.bytes_received,
+            None => last.push(e),
+        }
+    }
+}
+
+/// Closes the link's Braid connection and endpoint (waiting at most a second for the close to
+/// be sent); a TCP link closes when dropped.
+async fn close(mut link: Link) {
+    if let Some((ep, conn)) = link.braid.take() {
+        drop(link);
+        let _ = tokio::time::timeout(Duration::from_secs(1), conn.close()).await;
+        ep.close();
+    }
 }
 
 #[cfg(test)]

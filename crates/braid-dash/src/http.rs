@@ -1,7 +1,9 @@
 //! A minimal HTTP/1.1 `GET` client over any byte stream (kernel TCP, a Braid connection's
 //! [`braid::transfer_stream::ConnectionStream`], a multipath Braid connection), built on hyper's
-//! connection-level client: one keep-alive connection, requests in sequence, each bounded by a
-//! timeout, timed to its first and last body byte (the ABR client's throughput samples).
+//! connection-level client: one keep-alive connection, requests in sequence, timed to their first
+//! and last body byte (the ABR client's throughput samples). A request fails when nothing arrives
+//! for the timeout; one that keeps arriving, however slowly, is not cut short (the player stalls,
+//! and that is what the experiment measures), unless its watcher abandons it.
 
 use std::time::{Duration, Instant};
 
@@ -31,13 +33,24 @@ pub enum HttpError {
         /// hyper's description.
         error: String,
     },
-    /// No complete answer within the timeout.
-    #[error("GET {path}: no complete response within {secs} s")]
+    /// Nothing arrived for the timeout (no response head, or no body bytes since the last).
+    #[error("GET {path}: nothing received for {secs} s")]
     Timeout {
         /// The request path.
         path: String,
         /// The timeout.
         secs: f64,
+    },
+    /// The watcher gave up on the download ([`HttpClient::get_watched`]); the connection cannot
+    /// carry another request (HTTP/1.1 has no way to cancel a response but closing it).
+    #[error("GET {path}: abandoned after {bytes} bytes")]
+    Abandoned {
+        /// The request path.
+        path: String,
+        /// Body bytes received before.
+        bytes: u64,
+        /// Seconds since the request was sent.
+        elapsed_s: f64,
     },
     /// The server answered with an error status.
     #[error("GET {path}: HTTP status {status}")]
@@ -131,6 +144,17 @@ pub struct Fetched {
     pub total_s: f64,
 }
 
+/// How a download is going, shown to the watcher of [`HttpClient::get_watched`] at each body chunk.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Body bytes received so far.
+    pub bytes: u64,
+    /// The body's length from `Content-Length`, if the server sent it.
+    pub content_length: Option<u64>,
+    /// Seconds since the request was sent.
+    pub elapsed_s: f64,
+}
+
 /// An HTTP/1.1 connection over one byte stream.
 #[derive(Debug)]
 pub struct HttpClient {
@@ -142,7 +166,7 @@ pub struct HttpClient {
 
 impl HttpClient {
     /// Runs the HTTP/1.1 handshake on `stream`; `host` is the `Host` header, `timeout` bounds each
-    /// request (head and whole body).
+    /// wait for data (the response head, then each body chunk).
     pub async fn handshake<S>(stream: S, host: &str, timeout: Duration) -> Result<HttpClient, HttpError>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -158,33 +182,49 @@ impl HttpClient {
         Ok(HttpClient { sender, host: host.to_string(), timeout, driver })
     }
 
-    /// `GET path`: the body on status 200, an error otherwise (never waits past the timeout).
+    /// `GET path`: the body on status 200, an error otherwise (never waits longer than the
+    /// timeout for the next data).
     pub async fn get(&mut self, path: &str) -> Result<Fetched, HttpError> {
-        let secs = self.timeout.as_secs_f64();
-        match tokio::time::timeout(self.timeout, self.get_inner(path)).await {
-            Ok(r) => r,
-            Err(_) => Err(HttpError::Timeout { path: path.to_string(), secs }),
-        }
+        self.get_watched(path, |_| true).await
     }
 
-    async fn get_inner(&mut self, path: &str) -> Result<Fetched, HttpError> {
+    /// [`get`](Self::get), showing the download's [`Progress`] to `keep_going` at each body
+    /// chunk; when it returns `false` the download stops with [`HttpError::Abandoned`] and this
+    /// connection is done (open a new one).
+    pub async fn get_watched(
+        &mut self,
+        path: &str,
+        mut keep_going: impl FnMut(&Progress) -> bool,
+    ) -> Result<Fetched, HttpError> {
+        let timeout = self.timeout;
+        let timed_out = || HttpError::Timeout { path: path.to_string(), secs: timeout.as_secs_f64() };
         let proto = |e: &dyn std::fmt::Display| HttpError::Protocol { path: path.to_string(), error: e.to_string() };
         let req = Request::get(path)
             .header(hyper::header::HOST, &self.host)
             .header(hyper::header::USER_AGENT, "braid-dash")
             .body(Empty::<Bytes>::new())
             .map_err(|e| proto(&e))?;
-        self.sender.ready().await.map_err(|e| proto(&e))?;
+        tokio::time::timeout(timeout, self.sender.ready()).await.map_err(|_| timed_out())?.map_err(|e| proto(&e))?;
         let start = Instant::now();
-        let resp = self.sender.send_request(req).await.map_err(|e| proto(&e))?;
+        let resp =
+            tokio::time::timeout(timeout, self.sender.send_request(req)).await.map_err(|_| timed_out())?.map_err(|e| proto(&e))?;
         let first_byte_s = start.elapsed().as_secs_f64();
         let status = resp.status().as_u16();
+        let content_length = resp
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
         let mut body = resp.into_body();
         let mut data = BytesMut::new();
-        while let Some(frame) = body.frame().await {
+        while let Some(frame) = tokio::time::timeout(timeout, body.frame()).await.map_err(|_| timed_out())? {
             let frame = frame.map_err(|e| proto(&e))?;
             if let Ok(chunk) = frame.into_data() {
                 data.extend_from_slice(&chunk);
+            }
+            let progress = Progress { bytes: data.len() as u64, content_length, elapsed_s: start.elapsed().as_secs_f64() };
+            if status == 200 && !keep_going(&progress) {
+                return Err(HttpError::Abandoned { path: path.to_string(), bytes: progress.bytes, elapsed_s: progress.elapsed_s });
             }
         }
         if status != 200 {
@@ -215,6 +255,59 @@ mod tests {
         assert_eq!(HttpUrl::parse("http://host").unwrap().path, "/");
         for bad in ["https://h/", "http://", "http://h:99999/", "http://[::1/", "ftp://x"] {
             assert!(HttpUrl::parse(bad).unwrap_err().to_string().contains("expected http://"), "{bad}");
+        }
+    }
+
+    /// A server that answers one request with `chunks` body chunks of `chunk` bytes, `gap` apart.
+    async fn trickling_server(chunks: usize, chunk: usize, gap: Duration) -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut req = [0u8; 1024];
+            let _ = s.read(&mut req).await;
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", chunks * chunk);
+            s.write_all(head.as_bytes()).await.unwrap();
+            for _ in 0..chunks {
+                tokio::time::sleep(gap).await;
+                if s.write_all(&vec![7u8; chunk]).await.is_err() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_slow_download_that_keeps_arriving_completes_past_the_timeout() {
+        // 8 chunks 100 ms apart: 800 ms in all, each within the 300 ms timeout.
+        let addr = trickling_server(8, 1000, Duration::from_millis(100)).await;
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut c = HttpClient::handshake(stream, "x", Duration::from_millis(300)).await.unwrap();
+        let mut seen = Vec::new();
+        let got = c.get_watched("/s.m4s", |p| {
+            seen.push(*p);
+            true
+        })
+        .await
+        .unwrap();
+        assert_eq!(got.body.len(), 8000);
+        assert!(got.total_s > 0.6, "{}", got.total_s);
+        assert_eq!(seen.last().map(|p| (p.bytes, p.content_length)), Some((8000, Some(8000))));
+        assert!(seen.windows(2).all(|w| w[0].bytes <= w[1].bytes && w[0].elapsed_s <= w[1].elapsed_s));
+    }
+
+    #[tokio::test]
+    async fn the_watcher_abandons_a_download() {
+        let addr = trickling_server(20, 1000, Duration::from_millis(50)).await;
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut c = HttpClient::handshake(stream, "x", Duration::from_secs(2)).await.unwrap();
+        let e = c.get_watched("/s.m4s", |p| p.bytes < 3000).await.unwrap_err();
+        match e {
+            HttpError::Abandoned { bytes, .. } => assert!((3000..20_000).contains(&bytes), "{bytes}"),
+            other => panic!("{other}"),
         }
     }
 

@@ -12,6 +12,7 @@
 //! - [`qoe`]: stalls, startup, bitrate, switches, Hoßfeld's and Yin et al.'s QoE.
 //! - [`player`]: the sans-IO virtual playout buffer that turns downloads into a trace.
 //! - [`abr`]: throughput-based, BOLA and robustMPC adaptation (sans-IO).
+//! - [`abandon`]: giving up a segment download the network can no longer carry (sans-IO).
 //! - [`http`]: a minimal HTTP/1.1 GET client over any byte stream.
 //! - [`client`]: the tokio driver that plays a manifest over a chosen transport.
 //!
@@ -33,6 +34,7 @@
 //! assert!(s.qoe_hossfeld < 5.0 && s.qoe_hossfeld > 1.0);
 //! ```
 
+pub mod abandon;
 pub mod abr;
 pub mod client;
 pub mod content;

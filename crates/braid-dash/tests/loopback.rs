@@ -116,6 +116,72 @@ async fn plays_over_a_two_path_braid_connection() {
     server.abort();
 }
 
+/// A TCP proxy to `upstream` that forwards the server's bytes at full speed until `fast_bytes`
+/// have passed (over all its connections), then at `slow_bps`: a link whose rate collapses.
+async fn collapsing_proxy(upstream: std::net::SocketAddr, fast_bytes: u64, slow_bps: f64) -> std::net::SocketAddr {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let passed = Arc::new(AtomicU64::new(0));
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let passed = passed.clone();
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(upstream).await else { return };
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut cr, &mut sw).await;
+                });
+                let mut buf = [0u8; 1400];
+                while let Ok(n) = sr.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if passed.fetch_add(n as u64, Ordering::Relaxed) >= fast_bytes {
+                        tokio::time::sleep(Duration::from_secs_f64(n as f64 * 8.0 / slow_bps)).await;
+                    }
+                    if cw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// The rate collapses while the client fetches a high representation: it abandons that download
+/// (as dash.js's AbandonRequestsRule does), fetches the segment again at the lowest on a new
+/// connection, and plays to the end instead of waiting out the big download.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_the_collapsed_rate_cannot_carry_is_abandoned_for_a_lower_one() {
+    let cache = tempfile::tempdir().unwrap();
+    let root = small_content(cache.path());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let server = tokio::spawn(serve_tcp(listener, root, None));
+    // Manifest, inits and the first (lowest) segment pass fast; then 200 kbit/s.
+    let proxy = collapsing_proxy(upstream, 120_000, 200_000.0).await;
+    let mut cfg = PlayConfig::new(format!("http://{proxy}/manifest.mpd"), Transport::Tcp);
+    cfg.buffer_target_s = 6.0;
+    cfg.audio = false;
+    let r = tokio::time::timeout(Duration::from_secs(60), play(cfg)).await.expect("no hang").expect("plays");
+    assert!(r.abandons >= 1, "{:?}", r.segments);
+    let abandoned: Vec<_> = r.segments.iter().filter(|s| !s.abandoned.is_empty()).collect();
+    assert!(!abandoned.is_empty());
+    for s in &abandoned {
+        let given_up = &s.abandoned[0];
+        assert!(s.kbps < given_up.kbps, "refetched lower: {} after {}", s.kbps, given_up.kbps);
+        assert!(given_up.elapsed_s >= 0.5, "not before the grace time");
+    }
+    assert_eq!(r.segments.len(), 3);
+    assert!(r.trace.ended);
+    server.abort();
+}
+
 #[tokio::test]
 async fn missing_and_malformed_content_fail_with_clear_errors() {
     let dir = tempfile::tempdir().unwrap();

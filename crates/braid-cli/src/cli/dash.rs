@@ -311,6 +311,9 @@ fn print_report(r: &PlayReport) {
     emit("");
     emit(&table::render(&["session", "startup s", "stalls", "stall s", "mean kbit/s", "switches", "MOS (Hossfeld)", "QoE lin"], &summary));
     emit(&format!("stopped: {} after {:.1} s", r.stopped, r.wall_s));
+    if r.abandons > 0 {
+        emit(&format!("segment downloads abandoned for a lower representation: {}", r.abandons));
+    }
     for p in &r.paths {
         emit(&format!("  path {:?} -> {}: {} bytes received, srtt {:.1} ms", p.local, p.remote, p.bytes_received, p.srtt_ms));
     }

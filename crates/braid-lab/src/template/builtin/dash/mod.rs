@@ -39,7 +39,9 @@
 //! `path2_mean_mbps` (the ranking window's means), `path_used` (1 or 2;
 //! single-path transports and browser players) and, over Braid,
 //! `path1_bytes`, `path2_bytes` and `path1_srtt_ms`, `path2_srtt_ms` (what
-//! the client received on each path, its smoothed RTT). Series: `kbps` (bitrate played, at wall
+//! the client received on each path, its smoothed RTT); for Braid's
+//! client, `abandons` (segment downloads it gave up for a lower
+//! representation, as dash.js does). Series: `kbps` (bitrate played, at wall
 //! time), `buffer_s` (browser players: sampled every 0.5 s; braid: at each
 //! segment request), `link_mbps` (generated rate).
 //! Artifact: `playback` (the page's log or the client's report).
@@ -265,6 +267,7 @@ impl Template for Dash {
             for seg in &report.segments {
                 ctx.series("buffer_s", seg.requested_s, seg.buffer_s);
             }
+            ctx.record("abandons", report.abandons as f64);
             if link2.is_some() {
                 record_paths(ctx, &report.paths, &addrs);
             }

@@ -197,6 +197,9 @@ pub struct ClientReport {
     /// The Braid connection's paths (none over TCP).
     #[serde(default)]
     pub paths: Vec<ClientPath>,
+    /// Segment downloads abandoned for a lower representation.
+    #[serde(default)]
+    pub abandons: usize,
 }
 
 /// A path of the client's Braid connection as `braid dash play` reports it.
