@@ -92,6 +92,7 @@ impl Connection {
         for p in &mut self.paths {
             p.clear_in_flight();
         }
+        self.presumed_lost.clear();
     }
 
     /// The peer's CLOSE: drain, or, if we were closing too, be done.

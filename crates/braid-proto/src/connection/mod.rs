@@ -192,6 +192,9 @@ pub(crate) struct Connection {
 
     acked_scratch: Vec<(u64, SentPacket)>,
     lost_scratch: Vec<(u64, SentPacket)>,
+    /// Packets declared lost that a late acknowledgement may still
+    /// report delivered (see [`recovery`]).
+    presumed_lost: recovery::PresumedLost,
     events: Vec<Event>,
     stats: ConnectionStats,
 }
@@ -305,6 +308,7 @@ impl Connection {
             app_saw_close: false,
             acked_scratch: Vec::new(),
             lost_scratch: Vec::new(),
+            presumed_lost: recovery::PresumedLost::default(),
             events: Vec::new(),
             stats: ConnectionStats::default(),
             config,

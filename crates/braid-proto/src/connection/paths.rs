@@ -181,6 +181,7 @@ impl Connection {
     /// scheduling began).
     pub(super) fn abandon_path(&mut self, i: usize, notify: bool) {
         let mut path = self.paths.remove(i);
+        self.presumed_lost.forget_path(path.id);
         let mut lost = std::mem::take(&mut self.lost_scratch);
         path.take_all(&mut lost);
         for (pn, p) in lost.drain(..) {
