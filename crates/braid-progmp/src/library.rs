@@ -108,6 +108,11 @@ pub const BUILTINS: &[Builtin] = &[
         "ECF",
         "lowest RTT, but hold a packet for the fastest subflow when it would finish the rest first"
     ),
+    builtin!(
+        "ecf_tail",
+        "ECF",
+        "ecf; once Q is empty the fastest subflow resends what only subflows of over twice its RTT carry"
+    ),
 ];
 
 /// The name of the default scheduler.

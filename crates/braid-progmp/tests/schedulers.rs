@@ -491,6 +491,37 @@ fn ecf_waits_longer_once_waiting_hysteresis() {
 }
 
 #[test]
+fn ecf_tail_resends_on_the_fastest_what_only_a_slow_subflow_carries_once_q_is_empty() {
+    let run = |name: &str| {
+        let mut s = scheduler(name);
+        let mut env = env_of(&[sbf(1, 20, 2), sbf(2, 200, 10)]);
+        write(&mut env, 30);
+        let mut on_slow = Vec::new();
+        let mut resent = Vec::new();
+        // Only the fast subflow's packets are acknowledged (the slow one is in an outage).
+        for _ in 0..40 {
+            s.run_until_idle(&mut env, T0, 100);
+            for (sbf, id) in sent(&mut env) {
+                match sbf {
+                    2 => on_slow.push(id),
+                    _ if on_slow.contains(&id) => resent.push(id),
+                    _ => {}
+                }
+                if sbf == 1 {
+                    env.ack(id);
+                }
+            }
+        }
+        (on_slow, resent)
+    };
+    let (on_slow, resent) = run("ecf_tail");
+    assert_eq!(on_slow.len(), 10, "the backlog used the slow subflow's window");
+    assert_eq!(resent, on_slow, "each resent on the fast one, oldest first, once Q was empty");
+    let (on_slow, resent) = run("ecf");
+    assert_eq!((on_slow.len(), resent.len()), (10, 0), "plain ECF leaves them to the slow subflow");
+}
+
+#[test]
 fn every_builtin_survives_odd_environments() {
     for b in BUILTINS {
         let mut s = scheduler(b.name);
