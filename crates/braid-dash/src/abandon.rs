@@ -7,8 +7,12 @@
 //! The model, at each body chunk of the segment's download:
 //! - after a grace time (too little data before it for a rate), the download's own rate so far
 //!   is `r = bytes * 8 / elapsed`;
-//! - the download would end at `elapsed + remaining * 8 / r`; if that exceeds
-//!   `multiplier x segment duration`, it is late enough to act on;
+//! - the download would end at `elapsed + remaining * 8 / r`; it is late enough to act on if
+//!   that exceeds both `multiplier x segment duration` and the buffer the player had when it
+//!   asked for the segment (finishing would stall playback: with more buffer than the download
+//!   needs, finishing costs nothing the viewer sees, and a refetch would only lower the quality
+//!   and waste what has arrived, which is why dash.js leaves downloads alone above its stable
+//!   buffer level);
 //! - the replacement is the highest representation whose whole segment (its bitrate times the
 //!   segment's duration) `r` carries within the segment's duration, the lowest if none does;
 //! - it is abandoned only for a lower representation whose segment is smaller than what is left
@@ -46,6 +50,8 @@ pub struct Download {
     pub elapsed_s: f64,
     /// The segment's media duration, seconds.
     pub segment_s: f64,
+    /// Seconds of media the player held when the segment was requested.
+    pub buffer_s: f64,
 }
 
 impl AbandonRule {
@@ -59,7 +65,7 @@ impl AbandonRule {
         let rate_bps = d.bytes as f64 * 8.0 / d.elapsed_s;
         let remaining_bits = (d.total_bytes - d.bytes) as f64 * 8.0;
         let projected_s = if rate_bps > 0.0 { d.elapsed_s + remaining_bits / rate_bps } else { f64::INFINITY };
-        if projected_s <= self.multiplier * d.segment_s {
+        if projected_s <= self.multiplier * d.segment_s || projected_s <= d.buffer_s {
             return None;
         }
         let fits = |kbps: f64| kbps * 1000.0 <= rate_bps;
@@ -79,7 +85,7 @@ mod tests {
 
     fn download(representation: usize, bytes: u64, elapsed_s: f64) -> Download {
         let total_bytes = (LADDER[representation] * 1000.0 * 2.0 / 8.0) as u64;
-        Download { representation, bytes, total_bytes, elapsed_s, segment_s: 2.0 }
+        Download { representation, bytes, total_bytes, elapsed_s, segment_s: 2.0, buffer_s: 0.0 }
     }
 
     #[test]
@@ -91,6 +97,10 @@ mod tests {
         assert_eq!(rule.replacement(&LADDER, &download(3, 10, 0.4)), None);
         // The lowest representation has nothing lower to go to.
         assert_eq!(rule.replacement(&LADDER, &download(0, 10, 5.0)), None);
+        // 13 s projected, but 20 s of buffer: finishing stalls nothing.
+        let buffered = Download { buffer_s: 20.0, ..download(4, 75_000, 1.0) };
+        assert_eq!(rule.replacement(&LADDER, &buffered), None);
+        assert_eq!(rule.replacement(&LADDER, &Download { buffer_s: 10.0, ..buffered }), Some(1));
     }
 
     #[test]
@@ -113,14 +123,16 @@ mod tests {
     proptest! {
         #[test]
         fn a_replacement_is_lower_and_smaller_than_what_is_left(
-            rep in 0usize..5, frac in 0.0f64..1.0, elapsed in 0.0f64..30.0,
+            rep in 0usize..5, frac in 0.0f64..1.0, elapsed in 0.0f64..30.0, buffer in 0.0f64..60.0,
         ) {
             let d = download(rep, 0, elapsed);
-            let d = Download { bytes: (d.total_bytes as f64 * frac) as u64, ..d };
+            let d = Download { bytes: (d.total_bytes as f64 * frac) as u64, buffer_s: buffer, ..d };
             if let Some(r) = AbandonRule::default().replacement(&LADDER, &d) {
                 prop_assert!(r < rep);
                 prop_assert!(LADDER[r] * 1000.0 * d.segment_s < (d.total_bytes - d.bytes) as f64 * 8.0);
                 prop_assert!(elapsed >= 0.5);
+                prop_assert!(elapsed + ((d.total_bytes - d.bytes) as f64 * elapsed / d.bytes.max(1) as f64) > buffer
+                    || d.bytes == 0);
             }
         }
     }

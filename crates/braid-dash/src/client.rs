@@ -413,6 +413,7 @@ pub async fn play(config: PlayConfig) -> Result<PlayReport, PlayError> {
                     total_bytes: p.content_length.unwrap_or(guessed_bytes),
                     elapsed_s: p.elapsed_s,
                     segment_s: segment_duration_s,
+                    buffer_s,
                 };
                 replacement = rule.replacement(&ladder, &download);
                 replacement.is_none()
