@@ -117,6 +117,9 @@ impl Template for Dash {
             )
             .doc("multipath only: the shipped ProgMP scheduler of both ends (braid progmp list); the server's decides which path carries the segments")
             .added_later(),
+            crate::template::builtin::sim_transfer::cc_decl("cc", braid_proto::CcAlgorithm::Cubic)
+                .doc("braid and multipath only: the congestion controller of both ends' Braid connections (TCP runs the kernel's default, BBR on this project's machines)")
+                .added_later(),
             ParamDecl::config("segment", ParamType::int_range(1, 60), Value::Int(2))
                 .doc("segment length, seconds (the thesis: 1, 2, 6, 10, 15)"),
             ParamDecl::config("buffer", ParamType::Duration, Value::Duration(Duration::from_secs(30)))
@@ -237,6 +240,7 @@ impl Template for Dash {
             SocketAddr::from((server_addr, HTTP_PORT)),
             braid_listen,
             multipath.then_some(s.scheduler.as_str()),
+            s.cc.as_str(),
             &log,
         )?;
         let mut cut = s.cut(&work, &link)?;
@@ -261,6 +265,7 @@ impl Template for Dash {
                 duration: s.duration,
                 paths: &client_paths,
                 scheduler: multipath.then_some(s.scheduler.as_str()),
+                cc: s.cc.as_str(),
             };
             let report = serve::play_client(&tb, "b", &braid, &play, limit, &work)?;
             ctx.artifact("playback", serde_json::to_value(&report.trace).context("the client's trace")?);
@@ -388,6 +393,8 @@ struct Settings {
     transport: String,
     /// The ProgMP scheduler of a multipath connection's two ends.
     scheduler: String,
+    /// The congestion controller of the Braid connections.
+    cc: braid_proto::CcAlgorithm,
     segment: u32,
     buffer: Duration,
     duration: Duration,
@@ -419,6 +426,7 @@ impl Settings {
             abr: p.str("abr")?.to_string(),
             transport: p.str("transport")?.to_string(),
             scheduler: p.str("scheduler")?.to_string(),
+            cc: crate::template::builtin::sim_transfer::cc_param(p, "cc")?,
             segment: u32::try_from(p.int("segment")?).map_err(|_| TemplateError::Invalid("segment: 1 to 60 s".into()))?,
             buffer: p.duration("buffer")?,
             duration: p.duration("duration")?,
@@ -467,6 +475,12 @@ impl Settings {
                 "scheduler: schedules multipath connections only, not transport {} (leave it at {})",
                 self.transport,
                 braid_progmp::DEFAULT_SCHEDULER
+            ));
+        }
+        if self.transport == "tcp" && self.cc != braid_proto::CcAlgorithm::Cubic {
+            return invalid(format!(
+                "cc: sets the Braid connections' controller, not kernel TCP's (leave it at cubic with transport tcp, not {})",
+                self.cc.as_str()
             ));
         }
         if self.transport == "multipath" && self.trace2.is_none() {

@@ -115,7 +115,8 @@ fn link_file(from: &Path, to: &Path) -> Result<(), TemplateError> {
 /// `braid dash serve` on `host`, listening on `addr:port` (HTTP over TCP)
 /// and, with `braid_port`, also on `addr:braid_port` (HTTP over Braid),
 /// logging its requests to `log`, its multipath connections scheduled by
-/// `scheduler` (a shipped ProgMP scheduler's name; `None`: the default).
+/// `scheduler` (a shipped ProgMP scheduler's name; `None`: the default),
+/// its Braid connections' congestion controlled by `cc`.
 /// Returns once it accepts connections.
 #[allow(clippy::too_many_arguments)]
 pub fn start_server(
@@ -126,6 +127,7 @@ pub fn start_server(
     listen: SocketAddr,
     braid_listen: Option<SocketAddr>,
     scheduler: Option<&str>,
+    cc: &str,
     log: &Path,
 ) -> Result<Running, TemplateError> {
     let mut command = tb.command(host, braid).context("the server host")?;
@@ -134,7 +136,7 @@ pub fn start_server(
         command.arg("--scheduler").arg(name);
     }
     if let Some(b) = braid_listen {
-        command.arg("--braid").arg(b.to_string());
+        command.arg("--braid").arg(b.to_string()).arg("--cc").arg(cc);
         trust_on_first_use(&mut command, log.parent().unwrap_or(Path::new(".")), "server");
     }
     let server = Running::start("braid dash serve", command)?;
@@ -240,6 +242,8 @@ pub struct Play<'a> {
     pub paths: &'a [(Ipv4Addr, SocketAddr)],
     /// Multipath: the ProgMP scheduler of what the client sends (requests).
     pub scheduler: Option<&'a str>,
+    /// Braid and multipath: the congestion controller.
+    pub cc: &'a str,
 }
 
 /// `--path` arguments: `LOCAL=REMOTE_IP:PORT` per path.
@@ -268,6 +272,7 @@ pub fn play_client(
     }
     command.arg("--json");
     if play.transport != "tcp" {
+        command.arg("--cc").arg(play.cc);
         trust_on_first_use(&mut command, work, "client");
     }
     let mut client = Running::start("braid dash play", command)?;

@@ -22,6 +22,7 @@ fn bad_combinations_are_refused_with_the_allowed_form() {
             ("content_duration", Value::Duration(Duration::from_millis(1500)), "whole seconds"),
             ("trace", Value::Trace(PathBuf::from("/etc/hostname")), "give one rate source"),
             ("scheduler", Value::Enum("ecf".into()), "schedules multipath connections only"),
+            ("cc", Value::Enum("bbr".into()), "not kernel TCP's"),
         ],
         Settings::from_params,
     );
@@ -185,6 +186,8 @@ fn multipath_needs_trace2_and_two_paths_build_both_links() {
     p.insert("transport", Value::Enum("multipath".into()));
     p.insert("scheduler", Value::Enum("ecf".into()));
     assert_eq!(Settings::from_params(&p).unwrap().scheduler, "ecf");
+    p.insert("cc", Value::Enum("bbr".into()));
+    assert_eq!(Settings::from_params(&p).unwrap().cc, braid_proto::CcAlgorithm::Bbr);
     // Browser players share the two-path testbed over tcp.
     let mut p = two_paths(&slow, &fast);
     p.insert("player", Value::Enum("dashjs".into()));
