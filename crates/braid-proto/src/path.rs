@@ -34,7 +34,7 @@ use crate::rtt::RttEstimator;
 use crate::wire::AckFrame;
 
 /// RFC 9002 §6.1.1: packet reordering threshold.
-const PACKET_THRESHOLD: u64 = 3;
+pub(crate) const PACKET_THRESHOLD: u64 = 3;
 /// Most SACK ranges sent in one ACK frame, and kept for received packets.
 pub(crate) const MAX_ACK_RANGES: usize = 32;
 

@@ -44,17 +44,12 @@ use braid_core::Instant;
 
 use super::Connection;
 use crate::cc::Handover;
-use crate::path::SentPacket;
+use crate::path::{SentPacket, PACKET_THRESHOLD};
 use crate::wire::AckFrame;
 
 /// Consecutive unanswered retransmission timeouts after which a path is
 /// abandoned while another path works: its data is rescheduled.
 const PATH_FAILURE_RTOS: u32 = 4;
-
-/// RFC 9002 §6.1.1's packet reordering threshold (as [`crate::path`]
-/// uses it): a packet this many numbers below an acknowledged one, itself
-/// unacknowledged, is lost, not late.
-const PACKET_THRESHOLD: u64 = 3;
 
 /// Packets declared lost by the time threshold or a retransmission
 /// timeout, kept (with the path they were sent on) until acknowledged or
