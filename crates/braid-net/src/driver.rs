@@ -24,7 +24,7 @@ use crate::socket::Receiver;
 
 /// `recvmmsg` calls per turn before the batch is processed. Each may carry
 /// up to 32 GRO batches.
-const RECV_CALLS_PER_TURN: usize = 4;
+pub(crate) const RECV_CALLS_PER_TURN: usize = 4;
 
 /// Transmissions (each up to ~64 KB with GSO) polled per lock.
 const TRANSMITS_PER_LOCK: usize = 8;

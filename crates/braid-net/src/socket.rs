@@ -142,20 +142,41 @@ fn set_largest(mut set: impl FnMut(usize) -> io::Result<()>) {
 /// Receive side: a reusable landing buffer for one `recvmmsg` (each slot
 /// may receive a GRO batch of several datagrams).
 ///
-/// The datagrams of one call are copied into one fresh, exactly sized
-/// buffer and handed to the endpoint as slices of it: one allocation and
-/// one copy per call, none per datagram. Lending the landing slots
-/// themselves (zero-copy) measured no faster on loopback, and would let a
-/// single small datagram the endpoint keeps (a short message not yet read)
-/// pin a 64 KiB slot.
+/// The datagrams of one call are copied into one buffer and handed to the
+/// endpoint as slices of it: one copy per call, none per datagram. Lending
+/// the landing slots themselves (zero-copy) measured no faster on loopback,
+/// and would let a single small datagram the endpoint keeps (a short
+/// message not yet read) pin a 64 KiB slot.
+///
+/// That buffer is one of a few *arenas*, each large enough for any batch,
+/// reused once the endpoint has let go of every slice of it (the usual
+/// case: it copies payloads into messages and copies data it must hold
+/// out of order). A fresh buffer per call cost a page fault per 4 KiB
+/// received: glibc maps large blocks afresh and returns freed heap tops to
+/// the kernel, a tenth of the CPU of a loopback transfer. The driver makes
+/// several receive calls before the endpoint sees the first batch, hence
+/// [`ARENAS`] of them. While every arena is still held (short messages not
+/// yet read), the batch goes to a fresh buffer of exactly its size
+/// instead, so a held datagram keeps no more memory than its own batch
+/// beyond the arenas.
 pub(crate) struct Receiver {
     buf: Box<[u8]>,
     metas: [RecvMeta; BATCH_SIZE],
+    arenas: Vec<BytesMut>,
 }
+
+/// Receive arenas kept per socket: one per receive call of a driver turn
+/// and one for the turn before (2 MiB each at most, touched only as far as
+/// batches reach).
+pub(crate) const ARENAS: usize = crate::driver::RECV_CALLS_PER_TURN + 1;
 
 impl Receiver {
     pub(crate) fn new() -> Receiver {
-        Receiver { buf: vec![0; SLOT_SIZE * BATCH_SIZE].into_boxed_slice(), metas: [RecvMeta::default(); BATCH_SIZE] }
+        Receiver {
+            buf: vec![0; SLOT_SIZE * BATCH_SIZE].into_boxed_slice(),
+            metas: [RecvMeta::default(); BATCH_SIZE],
+            arenas: Vec::new(),
+        }
     }
 
     /// One non-blocking receive call. Appends each datagram to `out` with
@@ -178,7 +199,19 @@ impl Receiver {
         // rather than trust it with a slice index.
         let len = |m: &RecvMeta| m.len.min(SLOT_SIZE);
         let metas = &self.metas[..n];
-        let mut data = BytesMut::with_capacity(metas.iter().map(len).sum());
+        let total = metas.iter().map(len).sum();
+        let mut fresh = BytesMut::new();
+        let data = match self.arenas.iter_mut().position(|a| a.try_reclaim(total)) {
+            Some(i) => &mut self.arenas[i],
+            None if self.arenas.len() < ARENAS => {
+                self.arenas.push(BytesMut::with_capacity(SLOT_SIZE * BATCH_SIZE));
+                self.arenas.last_mut().expect("just pushed")
+            }
+            None => {
+                fresh.reserve(total);
+                &mut fresh
+            }
+        };
         for (meta, iov) in metas.iter().zip(iovs.iter()) {
             data.extend_from_slice(&iov[..len(meta)]);
         }
@@ -199,5 +232,62 @@ impl Receiver {
             }
         }
         Ok(out.len() - before)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends `n` datagrams of `len` bytes to `to`, then receives them all.
+    async fn batch(from: &std::net::UdpSocket, to: &UdpSocket, rx: &mut Receiver, n: usize, len: usize) -> Vec<BytesMut> {
+        let addr = to.local_addr().unwrap();
+        for i in 0..n {
+            from.send_to(&vec![i as u8; len], addr).unwrap();
+        }
+        let mut out = Vec::new();
+        while out.len() < n {
+            to.readable().await.unwrap();
+            match rx.recv(to, &mut out) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        out.into_iter().map(|(_, _, d)| d).collect()
+    }
+
+    /// The arenas are reused once every slice of a batch is dropped, and a
+    /// held slice only makes the receiver use another arena: the contents
+    /// of held datagrams are never overwritten.
+    #[tokio::test]
+    async fn arenas_are_reused_and_held_datagrams_stay_intact() {
+        let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut rx = Receiver::new();
+        let first = batch(&sender, &socket, &mut rx, 3, 1000).await;
+        let arena = first[0].as_ptr() as usize..first[0].as_ptr() as usize + SLOT_SIZE * BATCH_SIZE;
+        drop(first);
+        let second = batch(&sender, &socket, &mut rx, 3, 1000).await;
+        // Nothing else was held: the same arena again (further into it, or
+        // from its start).
+        assert!(arena.contains(&(second[0].as_ptr() as usize)), "a dropped batch's arena is reused");
+        assert_eq!(rx.arenas.len(), 1);
+        // Hold one datagram of each batch: every later batch must land
+        // elsewhere, and the held bytes must not change.
+        let mut held = vec![second.into_iter().nth(1).unwrap()];
+        for round in 0..ARENAS + 3 {
+            let got = batch(&sender, &socket, &mut rx, 2, 500 + round).await;
+            for d in &got {
+                assert_eq!(d.len(), 500 + round);
+            }
+            held.push(got.into_iter().next().unwrap());
+        }
+        assert!(held[0].iter().all(|&b| b == 1) && held[0].len() == 1000);
+        for (round, d) in held[1..].iter().enumerate() {
+            assert_eq!(d.len(), 500 + round);
+            assert!(d.iter().all(|&b| b == 0), "held datagram {round} overwritten");
+        }
+        assert!(rx.arenas.len() <= ARENAS);
     }
 }

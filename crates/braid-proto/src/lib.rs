@@ -63,6 +63,7 @@ mod config;
 mod connection;
 pub mod crypto;
 mod endpoint;
+mod message_pool;
 mod multipath;
 use braid_recovery::pacer;
 mod path;

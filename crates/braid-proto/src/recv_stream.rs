@@ -9,7 +9,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+
+use crate::message_pool::MessagePool;
 
 /// Stream offset below which a peer may send before it has heard our
 /// first limit. Both ends assume it.
@@ -31,7 +33,7 @@ enum Parse {
     /// Reading a varint length prefix.
     Prefix { buf: [u8; 8], have: usize },
     /// Reading a message body.
-    Body { remaining: u64, buf: BytesMut, stream_len: u64 },
+    Body { remaining: u64, buf: Vec<u8>, stream_len: u64 },
 }
 
 /// Reassembly buffer and message parser.
@@ -49,6 +51,8 @@ pub struct RecvStream {
     max_message_size: u64,
     /// Highest limit announced to the peer.
     announced: u64,
+    /// Buffers for messages that span packets, reused once read.
+    pool: MessagePool,
 }
 
 impl RecvStream {
@@ -63,6 +67,7 @@ impl RecvStream {
             window,
             max_message_size,
             announced: INITIAL_MAX_DATA,
+            pool: MessagePool::default(),
         }
     }
 
@@ -117,7 +122,10 @@ impl RecvStream {
                     if self.out_of_order_bytes > 4 * self.window.max(INITIAL_MAX_DATA) {
                         return Err(StreamError::BufferExceeded);
                     }
-                    self.out_of_order.insert(offset, data);
+                    // A copy: data held until the gap fills must not keep
+                    // the caller's datagram buffer alive (the driver reuses
+                    // its receive buffer once every slice of it is gone).
+                    self.out_of_order.insert(offset, Bytes::copy_from_slice(&data));
                 }
             }
             return Ok(0);
@@ -170,7 +178,7 @@ impl RecvStream {
                         self.parse = Parse::Prefix { buf: [0; 8], have: 0 };
                     } else {
                         let cap = len.min(16 << 20) as usize;
-                        self.parse = Parse::Body { remaining: len, buf: BytesMut::with_capacity(cap), stream_len };
+                        self.parse = Parse::Body { remaining: len, buf: self.pool.take(cap), stream_len };
                     }
                 }
                 Parse::Body { remaining, buf, stream_len } => {
@@ -178,7 +186,7 @@ impl RecvStream {
                     buf.extend_from_slice(&bytes.split_to(n));
                     *remaining -= n as u64;
                     if *remaining == 0 {
-                        let msg = std::mem::take(buf).freeze();
+                        let msg = self.pool.freeze(std::mem::take(buf));
                         let stream_len = *stream_len;
                         self.push_ready(msg, stream_len);
                         self.parse = Parse::Prefix { buf: [0; 8], have: 0 };
