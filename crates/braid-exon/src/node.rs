@@ -36,8 +36,8 @@ use crate::machine::{Event, Feedback, Machine, MachineConfig, RestoreError, Send
 use crate::secure::sessions::{key_request, Handled};
 use crate::secure::{
     Cipher, DiscoveryError, PublicKey, Security, SecurityStats, SessionConfig, Sessions,
-    DATA_HEADER_LEN, KEYREQ_LEN, SEALED_OVERHEAD, TAG_LEN, T_DATA, T_IDREPLY, T_INIT, T_KEYREPLY,
-    T_KEYREQ,
+    DATA_HEADER_LEN, KEYREQ_LEN, SEALED_OVERHEAD, TAG_LEN, T_COOKIE, T_DATA, T_IDREPLY, T_INIT,
+    T_KEYREPLY, T_KEYREQ,
 };
 use crate::wire::{self, Datagram, Frame, HEADER_LEN, TOKEN_OVERHEAD_MAX};
 use crate::{MessageId, NodeId};
@@ -689,7 +689,7 @@ impl ExonNode {
                 }
                 self.deliver_frames(now, src, opened.peer, frames);
             }
-            T_INIT..=T_IDREPLY => {
+            T_INIT..=T_COOKIE => {
                 if let Handled::Peer { peer, addr } =
                     sessions.handle(now, src, &payload, &mut self.stats.security)
                 {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use braid_core::{Instant, Rng, RngCore, SeedableRng};
-use braid_exon::secure::{T_DATA, T_INIT};
+use braid_exon::secure::{MAC_LEN, T_DATA, T_INIT};
 use braid_exon::wire::{self, Frame};
 use braid_exon::{
     AcceptAnyKey, Event, ExonNode, Identity, Machine, MachineConfig, NodeConfig, NodeId, Security,
@@ -424,12 +424,13 @@ fn a_flood_of_spoofed_packets_leaves_memory_bounded_and_traffic_flowing() {
                 let mut d = template.to_vec();
                 let at = 5 + (rng.next_u32() as usize % 100);
                 d[at] ^= 1 + (rng.next_u32() as u8 % 255);
-                let body = d.len() - 16;
+                // The packet ends in mac1, then mac2 (zero: no cookie).
+                let body = d.len() - 2 * MAC_LEN;
                 let mac = blake3::keyed_hash(
                     &blake3::derive_key("braid-exon v1 mac1", &b_key.to_bytes()),
                     &d[..body],
                 );
-                d[body..].copy_from_slice(&mac.as_bytes()[..16]);
+                d[body..body + MAC_LEN].copy_from_slice(&mac.as_bytes()[..MAC_LEN]);
                 d
             }
             3 => {
@@ -470,15 +471,29 @@ fn a_flood_of_spoofed_packets_leaves_memory_bounded_and_traffic_flowing() {
         );
         let peer = m.add_peer(&b_key, p.sb);
         m.send(NOW, peer, Bytes::from_static(b"x")).unwrap();
+        let from = addr("198.51.100.1:1");
         for (_, d) in drain(&mut m, NOW) {
-            p.b.handle_datagram(p.now, addr("198.51.100.1:1"), d);
+            p.b.handle_datagram(p.now, from, d);
             spoofed += 1;
+        }
+        // b is under load after the flood: it asks for a cookie first,
+        // and these senders are real, so they prove their address.
+        for (dst, d) in drain(&mut p.b, p.now) {
+            if dst == from {
+                m.handle_datagram(NOW, p.sb, d);
+            }
+        }
+        for (_, d) in drain(&mut m, NOW) {
+            p.b.handle_datagram(p.now, from, d);
         }
     }
     drain(&mut p.b, p.now);
     let s = p.b.stats();
     assert!(spoofed >= 100_000);
     assert_eq!(s.security.refused, 500, "{s:?}");
+    // The valid-mac1 initiations beyond the handshake budget got cookie
+    // replies, not Diffie-Hellmans.
+    assert!(s.security.cookies_sent >= 10_000, "{s:?}");
     // The stated bound: b holds state for its one real peer only: at most
     // its four sessions and the peer entry (≤ 8 KiB by the estimate), one
     // path, and no receiver record or reserved slot for any spoofer.

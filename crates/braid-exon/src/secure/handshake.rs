@@ -5,11 +5,16 @@
 //! initiator (knows the responder's key)              responder
 //! INIT  sender_index, IK msg 1 (-> e, es, s, ss),    ──▶  msg 1 checked, then the
 //!       payload: version, cipher, Ed25519 key,             endorsement's signature, then
-//!       endorsement field; mac1                            the judged key (verifier),
+//!       endorsement field; mac1, mac2                      the judged key (verifier),
 //!                                                          before any state is kept
 //!                                                    ◀──  RESP  sender_index, receiver_index,
-//!                                                          IK msg 2 (<- e, ee, se), mac1
+//!                                                          IK msg 2 (<- e, ee, se), mac1, mac2
 //! ```
+//!
+//! Under load the responder first answers an initiation without a valid
+//! mac2 with a cookie reply only, and the initiator sends it again with
+//! mac2 ([`super::cookie`], WireGuard §5.4.7); the Noise messages are the
+//! same.
 //!
 //! The static keys Noise uses are the X25519 forms of the peers' Ed25519
 //! identities; the responder checks that the Ed25519 key in the payload maps
@@ -37,8 +42,10 @@ use braid_identity::{Identity, PublicKey, KEY_LEN};
 use super::endorse::{self, Endorsement, EndorsementError, ENDORSEMENT_FIELD_LEN};
 use super::keys::Cipher;
 
-/// Bound to every handshake, so no other protocol's message is accepted.
-const PROLOGUE: &[u8] = b"braid-exon/2 IK";
+/// Bound to every handshake, so no other protocol's message is accepted;
+/// its version follows the handshake's wire format (3: mac2 and cookie
+/// replies).
+const PROLOGUE: &[u8] = b"braid-exon/3 IK";
 /// Version of the handshake payloads.
 const PAYLOAD_VERSION: u8 = 2;
 /// Initiator payload: version, cipher, Ed25519 key, endorsement field.

@@ -20,7 +20,11 @@
 //! message verified and the [`PeerVerifier`] accepted its key; the
 //! responder answers the first message at once (no half-open state); a
 //! cheap keyed-hash check (`mac1`, WireGuard §5.4.4) drops random
-//! handshake packets before any Diffie-Hellman; at most
+//! handshake packets before any Diffie-Hellman; under load, a handshake
+//! packet must also prove its sender receives at its source address
+//! (`mac2` from a cookie reply, WireGuard §5.4.7, [`cookie`]), so a flood
+//! of initiations from spoofed addresses costs no Diffie-Hellman beyond
+//! [`SessionConfig::handshake_rate`]; at most
 //! [`SessionConfig::max_peers`] peers are kept, with at most four sessions
 //! each (previous, current, two awaiting confirmation).
 //!
@@ -33,6 +37,7 @@
 //! too: that is how a peer that restarted (and lost its sessions) is found
 //! again.
 
+pub(crate) mod cookie;
 pub mod endorse;
 pub mod handshake;
 pub mod keys;
@@ -64,16 +69,25 @@ pub const T_KEYREQ: u8 = 0xE5;
 pub const T_KEYREPLY: u8 = 0xE6;
 /// First byte of an insecure node's ID reply.
 pub const T_IDREPLY: u8 = 0xE7;
+/// First byte of a cookie reply (WireGuard §5.4.7): a handshake packet
+/// without a valid mac2 reached a node under load.
+pub const T_COOKIE: u8 = 0xE8;
 /// Header of a sealed datagram: type, receiver index, counter.
 pub const DATA_HEADER_LEN: usize = 1 + 4 + 8;
 /// Bytes a sealed datagram adds around its frames.
 pub const SEALED_OVERHEAD: usize = DATA_HEADER_LEN + TAG_LEN;
 /// Bytes of the keyed hash that guards handshake packets.
 pub const MAC_LEN: usize = 16;
-/// Length of an initiation: type, sender index, Noise message 1, mac1.
-pub const INIT_LEN: usize = 1 + 4 + handshake::MSG1_LEN + MAC_LEN;
-/// Length of a response: type, sender and receiver index, message 2, mac1.
-pub const RESP_LEN: usize = 1 + 4 + 4 + handshake::MSG2_LEN + MAC_LEN;
+/// Length of an initiation: type, sender index, Noise message 1, mac1,
+/// mac2 (zero without a fresh cookie from the receiver).
+pub const INIT_LEN: usize = 1 + 4 + handshake::MSG1_LEN + 2 * MAC_LEN;
+/// Length of a response: type, sender and receiver index, message 2, mac1,
+/// mac2.
+pub const RESP_LEN: usize = 1 + 4 + 4 + handshake::MSG2_LEN + 2 * MAC_LEN;
+/// Length of a cookie reply: type, receiver index, 24-byte nonce, the
+/// 16-byte cookie encrypted, its 16-byte tag.
+pub const COOKIE_REPLY_LEN: usize =
+    1 + 4 + cookie::NONCE_LEN + cookie::COOKIE_LEN + cookie::AEAD_TAG_LEN;
 /// Length of a key reply: type, the node's Exon key, its endorsement field.
 pub const KEYREPLY_LEN: usize = 1 + KEY_LEN + ENDORSEMENT_FIELD_LEN;
 /// Length of a key request: padded to the reply's length, so that a
@@ -225,7 +239,23 @@ pub struct SessionConfig {
     pub silence: Duration,
     /// Most handshake and discovery packets queued for sending; further
     /// answers are dropped (and counted), so a flood cannot grow the queue.
+    /// A queue more than half full also puts the node under load (see
+    /// `handshake_rate`).
     pub max_queued: usize,
+    /// Initiations a second this node does the Diffie-Hellman work for
+    /// without asking for proof of the source address (a token bucket that
+    /// also allows a burst of this many at once). Beyond it, or while the
+    /// handshake queue is more than half full, the node is *under load*:
+    /// a handshake packet without a valid mac2 gets only a cookie reply
+    /// (WireGuard §5.4.7), which costs no Diffie-Hellman and keeps no
+    /// state, and the sender retries with the cookie. The default, 2,000,
+    /// is about half a core of responder work (an answered initiation
+    /// measured ≈ 240 µs, its four X25519 operations most of it; a cookie
+    /// reply ≈ 2 µs: `measure_responder_cost` in tests/cookie.rs), and
+    /// still 3.7 times what a full table of `max_peers` peers re-keying
+    /// every `rekey_after` needs (546 a second). 0 demands a cookie
+    /// always.
+    pub handshake_rate: u32,
 }
 
 impl Default for SessionConfig {
@@ -241,6 +271,7 @@ impl Default for SessionConfig {
             discovery_tries: 8,
             silence: Duration::from_secs(2),
             max_queued: 1024,
+            handshake_rate: 2_000,
         }
     }
 }
@@ -248,8 +279,9 @@ impl Default for SessionConfig {
 /// Counters of the session layer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SecurityStats {
-    /// Sealed datagrams whose tag did not verify, and handshake packets
-    /// whose mac1 or Noise message did not.
+    /// Sealed datagrams whose tag did not verify, handshake packets
+    /// whose mac1 or Noise message did not, and cookie replies that did
+    /// not open.
     pub auth_failed: u64,
     /// Sealed datagrams that authenticated but replayed a counter.
     pub replayed: u64,
@@ -267,6 +299,11 @@ pub struct SecurityStats {
     pub sessions: u64,
     /// Peers currently kept.
     pub peers: u64,
+    /// Cookie replies sent (under load, for handshake packets without a
+    /// valid mac2).
+    pub cookies_sent: u64,
+    /// Cookie replies received that opened.
+    pub cookies_received: u64,
 }
 
 /// Why discovering the node at an address failed.

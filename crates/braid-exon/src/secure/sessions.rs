@@ -10,6 +10,12 @@
 //! session until the initiator has used it once: that proves the
 //! initiator completed the handshake and it is no replay of an old
 //! initiation, WireGuard §5.4.6).
+//!
+//! Under load (see [`SessionConfig::handshake_rate`]) a handshake packet
+//! must carry a valid mac2, or it is answered with a cookie reply alone
+//! (WireGuard §5.4.7, [`super::cookie`]); a node that receives a cookie
+//! keeps it per peer and puts its mac2 on every handshake packet to that
+//! peer while it is fresh.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -20,13 +26,14 @@ use std::time::Duration;
 use braid_core::{Instant, Rng, RngCore, SeedableRng};
 use braid_identity::{Identity, PublicKey, KEY_LEN};
 
+use super::cookie::{self, Cookie, CookieSecret, HandshakeBudget, COOKIE_LIFETIME};
 use super::endorse::{self, Endorsement};
 use super::handshake::{self, Initiation, Secrets};
 use super::keys::{Cipher, ReplayWindow, TransportKey, TAG_LEN};
 use super::{
     mac1, mac1_key, mac_eq, DiscoveryError, PeerVerifier, SecurityStats, SessionConfig,
-    DATA_HEADER_LEN, INIT_LEN, KEYREPLY_LEN, KEYREQ_LEN, MAC_LEN, RESP_LEN, T_DATA, T_IDREPLY, T_INIT,
-    T_KEYREPLY, T_KEYREQ, T_RESP,
+    DATA_HEADER_LEN, INIT_LEN, KEYREPLY_LEN, KEYREQ_LEN, MAC_LEN, RESP_LEN, T_COOKIE, T_DATA,
+    T_IDREPLY, T_INIT, T_KEYREPLY, T_KEYREQ, T_RESP,
 };
 use crate::NodeId;
 
@@ -49,10 +56,15 @@ struct Pending {
     index: u32,
     init: Initiation,
     /// The initiation packet, resent as is (to the peer's address of the
-    /// moment: it may have moved since the first try).
+    /// moment: it may have moved since the first try) but for its mac2,
+    /// stamped afresh at each send (zero here).
     packet: Vec<u8>,
     retry_at: Instant,
     tries: u32,
+    /// Resent at once on a cookie reply already: a later cookie waits for
+    /// the retry timer, so two nodes cannot ping-pong cookies and
+    /// initiations at wire speed.
+    cookie_resent: bool,
 }
 
 struct PeerCrypto {
@@ -64,8 +76,14 @@ struct PeerCrypto {
     unconfirmed: Vec<u32>,
     pending: Option<Pending>,
     /// The last initiation answered: a hash of its Noise message and our
-    /// response, resent to an exact repeat of it.
+    /// response, resent to an exact repeat of it (with a fresh mac2).
     answered: Option<([u8; 32], Vec<u8>)>,
+    /// The answer was resent at once on a cookie reply already (once per
+    /// answer, as for `Pending::cookie_resent`).
+    answer_cookie_resent: bool,
+    /// The last cookie this peer sent us, and when: the mac2 of our
+    /// handshake packets to it while younger than [`COOKIE_LIFETIME`].
+    cookie: Option<(Cookie, Instant)>,
     /// Last authenticated packet from the peer.
     heard: Instant,
 }
@@ -93,6 +111,12 @@ pub(crate) struct Sessions {
     endorsement: Option<Endorsement>,
     public: PublicKey,
     own_mac_key: [u8; 32],
+    /// Encrypts the cookie replies this node sends.
+    own_cookie_key: [u8; 32],
+    /// What this node's cookies are made from (rotated every 2 minutes).
+    cookie_secret: CookieSecret,
+    /// Handshake Diffie-Hellmans allowed before the node is under load.
+    budget: HandshakeBudget,
     verifier: Arc<dyn PeerVerifier>,
     cfg: SessionConfig,
     rng: Rng,
@@ -131,6 +155,9 @@ impl Sessions {
         let public = identity.public_key();
         Sessions {
             own_mac_key: mac1_key(&public),
+            own_cookie_key: cookie::reply_key(&public),
+            cookie_secret: CookieSecret::default(),
+            budget: HandshakeBudget::new(cfg.handshake_rate),
             public,
             identity,
             endorsement,
@@ -170,8 +197,9 @@ impl Sessions {
         // A session is two ring keys (≈ 600 bytes each for AES with its
         // key schedule), a replay window (272) and its map entry.
         const SESSION: usize = 1_600;
-        // A peer: keys, indices, the cached response, its map entry.
-        const PEER: usize = 400;
+        // A peer: keys, indices, the cached response, its cookie, its map
+        // entry.
+        const PEER: usize = 440;
         // A Noise handshake state in progress and its packet.
         const PENDING: usize = 1_200;
         self.sessions.len() * SESSION
@@ -195,12 +223,15 @@ impl Sessions {
         s
     }
 
-    fn queue(&mut self, stats: &mut SecurityStats, addr: SocketAddr, packet: Vec<u8>) {
+    /// Queues `packet` for `addr`, unless the queue is full: false then
+    /// (and counted).
+    fn queue(&mut self, stats: &mut SecurityStats, addr: SocketAddr, packet: Vec<u8>) -> bool {
         if self.out.len() >= self.cfg.max_queued {
             stats.queue_dropped += 1;
-            return;
+            return false;
         }
         self.out.push_back((addr, packet));
+        true
     }
 
     /// The next handshake or discovery packet to send.
@@ -220,6 +251,8 @@ impl Sessions {
             unconfirmed: Vec::new(),
             pending: None,
             answered: None,
+            answer_cookie_resent: false,
+            cookie: None,
             heard: now,
         });
         if p.addr != Some(addr) {
@@ -286,18 +319,21 @@ impl Sessions {
         packet.extend_from_slice(&init.message);
         let mac = mac1(&p.mac_key, &packet);
         packet.extend_from_slice(&mac);
+        packet.extend_from_slice(&[0; MAC_LEN]);
         if let Some(old) = p.pending.take() {
             self.pending.remove(&old.index);
         }
+        let stamped = stamp_mac2(p.cookie.as_ref(), now, packet.clone());
         p.pending = Some(Pending {
             index,
             init,
-            packet: packet.clone(),
+            packet,
             retry_at: now + self.cfg.handshake_timeout,
             tries: 1,
+            cookie_resent: false,
         });
         self.pending.insert(index, peer);
-        self.queue(stats, addr, packet);
+        self.queue(stats, addr, stamped);
     }
 
     /// Seals the datagram at `buf[start..]`: `DATA_HEADER_LEN` bytes
@@ -375,7 +411,7 @@ impl Sessions {
     }
 
     /// A handshake or discovery packet (first byte `T_INIT` ..
-    /// `T_IDREPLY`) from `src`.
+    /// `T_COOKIE`) from `src`.
     pub(crate) fn handle(
         &mut self,
         now: Instant,
@@ -386,6 +422,10 @@ impl Sessions {
         match packet.first() {
             Some(&T_INIT) => self.on_init(now, src, packet, stats),
             Some(&T_RESP) => self.on_resp(now, src, packet, stats),
+            Some(&T_COOKIE) => {
+                self.on_cookie(now, src, packet, stats);
+                Handled::Nothing
+            }
             Some(&T_KEYREQ) => {
                 if packet.len() == KEYREQ_LEN {
                     let mut reply = Vec::with_capacity(KEYREPLY_LEN);
@@ -425,17 +465,18 @@ impl Sessions {
         packet: &[u8],
         stats: &mut SecurityStats,
     ) -> Handled {
-        if packet.len() != INIT_LEN
-            || !mac_eq(
-                &mac1(&self.own_mac_key, &packet[..INIT_LEN - MAC_LEN]),
-                &packet[INIT_LEN - MAC_LEN..],
-            )
-        {
+        if packet.len() != INIT_LEN || !self.mac1_ok(packet) {
             stats.auth_failed += 1;
             return Handled::Nothing;
         }
         let sender = u32::from_be_bytes([packet[1], packet[2], packet[3], packet[4]]);
-        let msg1 = &packet[5..INIT_LEN - MAC_LEN];
+        // Under load, first prove the source address (WireGuard §5.4.7):
+        // before the answer cache too, so that no spoofed repeat is
+        // reflected either.
+        if self.demand_cookie(now, src, packet, sender, stats) {
+            return Handled::Nothing;
+        }
+        let msg1 = &packet[5..INIT_LEN - 2 * MAC_LEN];
         let digest = *blake3::hash(msg1).as_bytes();
         // An exact repeat of an initiation answered last (a retransmission,
         // or a replay): the same answer, and no new session. Harmless to
@@ -445,12 +486,14 @@ impl Sessions {
             .answered
             .get(&digest)
             .and_then(|peer| self.peers.get(peer))
-            .and_then(|p| p.answered.as_ref())
-            .map(|(_, r)| r.clone())
+            .and_then(|p| Some(stamp_mac2(p.cookie.as_ref(), now, p.answered.as_ref()?.1.clone())))
         {
             self.queue(stats, src, resp);
             return Handled::Nothing;
         }
+        // The Diffie-Hellman work is done from here on, whatever comes of
+        // it: it counts against the budget.
+        self.budget.spend(now);
         let seed = self.seed();
         let full = self.peers.len() >= self.cfg.max_peers;
         let verifier = self.verifier.clone();
@@ -499,9 +542,12 @@ impl Sessions {
         };
         let mac = mac1(&p.mac_key, &resp);
         resp.extend_from_slice(&mac);
+        resp.extend_from_slice(&[0; MAC_LEN]);
         if let Some((old, _)) = p.answered.replace((digest, resp.clone())) {
             self.answered.remove(&old);
         }
+        p.answer_cookie_resent = false;
+        let resp = stamp_mac2(p.cookie.as_ref(), now, resp);
         self.answered.insert(digest, peer);
         if p.unconfirmed.len() >= MAX_UNCONFIRMED {
             let old = p.unconfirmed.remove(0);
@@ -520,6 +566,102 @@ impl Sessions {
         }
     }
 
+    /// Is the mac1 of this initiation or response (its last two macs are
+    /// mac1, mac2) ours?
+    fn mac1_ok(&self, packet: &[u8]) -> bool {
+        let n = packet.len();
+        n >= 2 * MAC_LEN
+            && mac_eq(
+                &mac1(&self.own_mac_key, &packet[..n - 2 * MAC_LEN]),
+                &packet[n - 2 * MAC_LEN..n - MAC_LEN],
+            )
+    }
+
+    /// Under load: more Diffie-Hellmans than the budget allows in about
+    /// the last second, or the handshake queue more than half full (its
+    /// answers would soon be dropped).
+    fn under_load(&mut self, now: Instant) -> bool {
+        self.out.len() * 2 > self.cfg.max_queued || self.budget.exhausted(now)
+    }
+
+    /// WireGuard §5.4.7: under load, a handshake packet (its mac1 checked)
+    /// without a valid mac2 for its source address is answered with a
+    /// cookie reply, addressed to `sender` (the index it was sent under),
+    /// and goes no further: true then. No Diffie-Hellman, no state: the
+    /// cookie is recomputed from the rotating secret when the retry comes.
+    fn demand_cookie(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        packet: &[u8],
+        sender: u32,
+        stats: &mut SecurityStats,
+    ) -> bool {
+        if !self.under_load(now) {
+            return false;
+        }
+        let n = packet.len();
+        if self.cookie_secret.check(now, src, &packet[..n - MAC_LEN], &packet[n - MAC_LEN..]) {
+            return false;
+        }
+        let cookie = self.cookie_secret.cookie(now, &mut self.rng, src);
+        let mut nonce = [0u8; cookie::NONCE_LEN];
+        self.rng.fill_bytes(&mut nonce);
+        let mac1 = &packet[n - 2 * MAC_LEN..n - MAC_LEN];
+        let reply = cookie::seal_reply(&self.own_cookie_key, sender, nonce, &cookie, mac1);
+        if self.queue(stats, src, reply) {
+            stats.cookies_sent += 1;
+        }
+        true
+    }
+
+    /// A cookie reply (WireGuard §5.4.7), to an initiation in progress or
+    /// to the answer to a peer's initiation, as its receiver index says. It
+    /// opens only with the mac1 of that very packet. The cookie is kept
+    /// for the peer, and the packet resent at once with its mac2 (once per
+    /// packet; later cookies wait for the retry timer).
+    fn on_cookie(&mut self, now: Instant, src: SocketAddr, packet: &[u8], stats: &mut SecurityStats) {
+        let Some(receiver) = cookie::reply_receiver(packet) else {
+            stats.auth_failed += 1;
+            return;
+        };
+        let peer = match self.pending.get(&receiver) {
+            Some(&peer) => Some(peer),
+            // Else the index of a responder session: the answer's sender.
+            None => self.sessions.get(&receiver).filter(|s| !s.initiator).map(|s| s.peer),
+        };
+        let Some(p) = peer.and_then(|peer| self.peers.get_mut(&peer)) else {
+            stats.unauthenticated += 1;
+            return;
+        };
+        let (sent, resent, dst) = if let Some(pend) = p.pending.as_mut().filter(|x| x.index == receiver) {
+            (&pend.packet, &mut pend.cookie_resent, p.addr)
+        } else if let Some((_, resp)) = p.answered.as_ref().filter(|(_, r)| r[1..5] == receiver.to_be_bytes()) {
+            // The answer went where the initiation came from, which the
+            // reply to it comes from too.
+            (resp, &mut p.answer_cookie_resent, Some(src))
+        } else {
+            stats.unauthenticated += 1;
+            return;
+        };
+        let n = sent.len();
+        let key = cookie::reply_key(&p.key);
+        let Some(cookie) = cookie::open_reply(&key, packet, &sent[n - 2 * MAC_LEN..n - MAC_LEN]) else {
+            stats.auth_failed += 1;
+            return;
+        };
+        stats.cookies_received += 1;
+        p.cookie = Some((cookie, now));
+        let again = (!*resent).then(|| stamp_mac2(p.cookie.as_ref(), now, sent.clone()));
+        *resent = true;
+        if let Some(pend) = p.pending.as_mut().filter(|x| x.index == receiver && again.is_some()) {
+            pend.retry_at = now + self.cfg.handshake_timeout;
+        }
+        if let (Some(packet), Some(dst)) = (again, dst) {
+            self.queue(stats, dst, packet);
+        }
+    }
+
     fn on_resp(
         &mut self,
         now: Instant,
@@ -527,12 +669,7 @@ impl Sessions {
         packet: &[u8],
         stats: &mut SecurityStats,
     ) -> Handled {
-        if packet.len() != RESP_LEN
-            || !mac_eq(
-                &mac1(&self.own_mac_key, &packet[..RESP_LEN - MAC_LEN]),
-                &packet[RESP_LEN - MAC_LEN..],
-            )
-        {
+        if packet.len() != RESP_LEN || !self.mac1_ok(packet) {
             stats.auth_failed += 1;
             return Handled::Nothing;
         }
@@ -542,6 +679,13 @@ impl Sessions {
             stats.unauthenticated += 1;
             return Handled::Nothing;
         };
+        // Only a response to an initiation in progress reaches here (a
+        // spoofer must guess a 32-bit index), so no spoofed response is
+        // answered with a cookie; one that did guess still costs no
+        // Diffie-Hellman under load without a mac2.
+        if self.demand_cookie(now, src, packet, sender, stats) {
+            return Handled::Nothing;
+        }
         let Some(p) = self.peers.get_mut(&peer) else {
             return Handled::Nothing;
         };
@@ -549,7 +693,7 @@ impl Sessions {
             return Handled::Nothing;
         };
         self.pending.remove(&receiver);
-        let secrets = match pending.init.finish(&packet[9..RESP_LEN - MAC_LEN]) {
+        let secrets = match pending.init.finish(&packet[9..RESP_LEN - 2 * MAC_LEN]) {
             Ok(s) => s,
             Err(_) => {
                 // The state is spent: the next retry starts afresh.
@@ -708,7 +852,7 @@ impl Sessions {
                         let backoff = self.cfg.handshake_timeout * (1u32 << pend.tries.min(6));
                         pend.retry_at = now + backoff;
                         if let Some(addr) = p.addr {
-                            resend.push((addr, pend.packet.clone()));
+                            resend.push((addr, stamp_mac2(p.cookie.as_ref(), now, pend.packet.clone())));
                         }
                     }
                 }
@@ -765,6 +909,20 @@ impl Sessions {
             }
         }
     }
+}
+
+/// `packet` (an initiation or response) with its mac2 (its last bytes):
+/// under `cookie` if that is fresh, else zero (WireGuard §5.4.4).
+fn stamp_mac2(cookie: Option<&(Cookie, Instant)>, now: Instant, mut packet: Vec<u8>) -> Vec<u8> {
+    let n = packet.len();
+    let mac = match cookie {
+        Some((c, at)) if now.saturating_duration_since(*at) < COOKIE_LIFETIME => {
+            cookie::mac2(c, &packet[..n - MAC_LEN])
+        }
+        _ => [0; MAC_LEN],
+    };
+    packet[n - MAC_LEN..].copy_from_slice(&mac);
+    packet
 }
 
 fn session(peer: NodeId, remote: u32, secrets: &Secrets, now: Instant, initiator: bool) -> Session {

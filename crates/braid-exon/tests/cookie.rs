@@ -1,0 +1,501 @@
+//! Cookie replies and mac2 under load (WireGuard §5.4.4, §5.4.7): a node
+//! under load answers an initiation without a valid mac2 with a cookie
+//! reply alone (no Diffie-Hellman, no state), the real initiator retries
+//! with mac2 and completes; cookies are bound to the source address and
+//! expire; tampered replies are dropped; a flood of valid-mac1 initiations
+//! from spoofed addresses costs at most the handshake budget.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use braid_core::{Instant, Rng, RngCore, SeedableRng};
+use braid_exon::secure::{COOKIE_REPLY_LEN, INIT_LEN, MAC_LEN, T_COOKIE, T_INIT, T_RESP};
+use braid_exon::{
+    AcceptAnyKey, Event, ExonNode, Identity, NodeConfig, NodeId, Security, SecurityStats,
+    SessionConfig,
+};
+use bytes::Bytes;
+use proptest::prelude::*;
+use support::{identity, trusting};
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn with_rate(rate: u32) -> NodeConfig {
+    NodeConfig {
+        session: SessionConfig {
+            handshake_rate: rate,
+            ..SessionConfig::default()
+        },
+        ..NodeConfig::default()
+    }
+}
+
+/// Every datagram `from` has to send now, as (destination, bytes).
+fn drain(from: &mut ExonNode, now: Instant) -> Vec<(SocketAddr, Bytes)> {
+    if let Some(l) = from.clock_request() {
+        from.clock_persisted(l);
+    }
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    while let Some(t) = from.poll_transmit(now, &mut buf) {
+        out.push((t.dst, Bytes::copy_from_slice(&buf[..t.size])));
+    }
+    out
+}
+
+fn received(n: &mut ExonNode) -> usize {
+    let mut k = 0;
+    while let Some(e) = n.poll_event() {
+        k += usize::from(matches!(e, Event::Received { .. }));
+    }
+    k
+}
+
+fn sec(n: &ExonNode) -> SecurityStats {
+    n.stats().security
+}
+
+/// `a` (at `sa`) knows `b` (at `sb`); each trusts only the other.
+struct Pair {
+    a: ExonNode,
+    b: ExonNode,
+    sa: SocketAddr,
+    sb: SocketAddr,
+    b_id: NodeId,
+    now: Instant,
+}
+
+fn pair(a_cfg: NodeConfig, b_cfg: NodeConfig) -> Pair {
+    let (ka, kb) = (identity(1), identity(2));
+    let (pa, pb) = (ka.public_key(), kb.public_key());
+    let mut a = ExonNode::new(a_cfg, trusting(ka, pb), [1; 32], 0);
+    let b = ExonNode::new(b_cfg, trusting(kb, pa), [2; 32], 0);
+    let sb = addr("10.0.0.2:1");
+    let b_id = a.add_peer(&pb, sb);
+    Pair {
+        a,
+        b,
+        sa: addr("10.0.0.1:1"),
+        sb,
+        b_id,
+        now: Instant::from_nanos(1_000_000),
+    }
+}
+
+impl Pair {
+    /// One round trip: a's datagrams to b, b's (to a's address) to a.
+    /// Returns the datagrams of each way.
+    fn round(&mut self) -> (Vec<Bytes>, Vec<Bytes>) {
+        let ab: Vec<Bytes> = drain(&mut self.a, self.now)
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
+        for d in &ab {
+            self.b.handle_datagram(self.now, self.sa, d.clone());
+        }
+        let ba: Vec<Bytes> = drain(&mut self.b, self.now)
+            .into_iter()
+            .filter(|(dst, _)| *dst == self.sa)
+            .map(|(_, d)| d)
+            .collect();
+        for d in &ba {
+            self.a.handle_datagram(self.now, self.sb, d.clone());
+        }
+        self.now += Duration::from_millis(1);
+        self.a.handle_timeout(self.now);
+        self.b.handle_timeout(self.now);
+        (ab, ba)
+    }
+
+    /// `a` sends one message and rounds run until b has it; every datagram
+    /// is returned in order, each way.
+    fn deliver_one(&mut self) -> (Vec<Bytes>, Vec<Bytes>) {
+        self.a
+            .send(self.now, self.b_id, Bytes::from_static(b"hello"))
+            .unwrap();
+        let (mut ab, mut ba) = (Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let (x, y) = self.round();
+            ab.extend(x);
+            ba.extend(y);
+            if received(&mut self.b) == 1 {
+                return (ab, ba);
+            }
+        }
+        panic!("not delivered: {:?} / {:?}", sec(&self.a), sec(&self.b));
+    }
+}
+
+/// A valid initiation to the node with `to`'s key from a throwaway
+/// identity, mac2 zero.
+fn initiation_to(to: &Identity, seed: u8) -> Bytes {
+    initiation_from(to, seed, [seed; 32])
+}
+
+/// ... from the identity of `id`, with the node seeded by `node_seed`.
+fn initiation_from(to: &Identity, id: u8, node_seed: [u8; 32]) -> Bytes {
+    let mut m = ExonNode::new(
+        NodeConfig::default(),
+        Security::authenticated(Identity::from_seed(&[id; 32]), Arc::new(AcceptAnyKey)),
+        node_seed,
+        0,
+    );
+    let peer = m.add_peer(&to.public_key(), addr("10.0.0.2:1"));
+    m.send(Instant::ZERO, peer, Bytes::from_static(b"x"))
+        .unwrap();
+    drain(&mut m, Instant::ZERO)
+        .into_iter()
+        .map(|(_, d)| d)
+        .find(|d| d[0] == T_INIT)
+        .unwrap()
+}
+
+#[test]
+fn under_load_an_initiation_without_mac2_gets_only_a_cookie_reply() {
+    let kb = identity(2);
+    let mut b = ExonNode::new(
+        with_rate(0),
+        Security::authenticated(kb.clone(), Arc::new(AcceptAnyKey)),
+        [2; 32],
+        0,
+    );
+    let init = initiation_to(&kb, 7);
+    let from = addr("192.0.2.7:7");
+    let before = sec(&b);
+    b.handle_datagram(Instant::ZERO, from, init);
+    let out = drain(&mut b, Instant::ZERO);
+    let s = sec(&b);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, from);
+    assert_eq!(out[0].1[0], T_COOKIE);
+    assert_eq!(out[0].1.len(), COOKIE_REPLY_LEN);
+    assert!(out[0].1.len() < INIT_LEN, "no amplification");
+    assert_eq!(s.cookies_sent, before.cookies_sent + 1);
+    // No Diffie-Hellman, no state.
+    assert_eq!(
+        (s.responses, s.handshakes, s.peers, s.sessions),
+        (0, 0, 0, 0)
+    );
+    assert_eq!(b.peer_count(), 0);
+}
+
+#[test]
+fn not_under_load_no_cookie_is_asked() {
+    let mut p = pair(NodeConfig::default(), NodeConfig::default());
+    let (ab, ba) = p.deliver_one();
+    assert!(ab.iter().chain(&ba).all(|d| d[0] != T_COOKIE));
+    assert_eq!(ab.iter().filter(|d| d[0] == T_INIT).count(), 1);
+    assert_eq!((sec(&p.b).cookies_sent, sec(&p.a).cookies_received), (0, 0));
+}
+
+#[test]
+fn the_real_initiator_completes_after_the_cookie_round_trip() {
+    let mut p = pair(NodeConfig::default(), with_rate(0));
+    let (ab, ba) = p.deliver_one();
+    let inits: Vec<&Bytes> = ab.iter().filter(|d| d[0] == T_INIT).collect();
+    assert_eq!(inits.len(), 2, "the first, then the retry with mac2");
+    let zero = [0u8; MAC_LEN];
+    assert_eq!(&inits[0][INIT_LEN - MAC_LEN..], &zero);
+    assert_ne!(&inits[1][INIT_LEN - MAC_LEN..], &zero);
+    assert_eq!(
+        inits[0][..INIT_LEN - MAC_LEN],
+        inits[1][..INIT_LEN - MAC_LEN],
+        "the same Noise message"
+    );
+    assert_eq!(ba[0][0], T_COOKIE);
+    assert_eq!(ba[1][0], T_RESP);
+    assert_eq!(sec(&p.b).cookies_sent, 1);
+    assert_eq!(sec(&p.a).cookies_received, 1);
+    assert_eq!(sec(&p.b).responses, 1);
+    // The retry within the cookie's life carries mac2 too: a retransmitted
+    // initiation (answer lost) is answered from the cache, no new cookie.
+    p.b.handle_datagram(p.now, p.sa, inits[1].clone());
+    let again = drain(&mut p.b, p.now);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].1[0], T_RESP);
+    assert_eq!(sec(&p.b).responses, 1);
+    assert_eq!(sec(&p.b).cookies_sent, 1);
+}
+
+#[test]
+fn responses_carry_mac2_when_the_initiator_is_under_load_too() {
+    let mut p = pair(with_rate(0), with_rate(0));
+    let (ab, ba) = p.deliver_one();
+    // a: init, init+mac2, cookie for the response; b: cookie, response,
+    // response+mac2.
+    assert!(ab.iter().any(|d| d[0] == T_COOKIE));
+    let resps: Vec<&Bytes> = ba.iter().filter(|d| d[0] == T_RESP).collect();
+    assert_eq!(resps.len(), 2);
+    assert_eq!(
+        resps[0][..resps[0].len() - MAC_LEN],
+        resps[1][..resps[1].len() - MAC_LEN]
+    );
+    assert_ne!(resps[1][resps[1].len() - MAC_LEN..], [0u8; MAC_LEN]);
+    assert_eq!((sec(&p.a).cookies_sent, sec(&p.a).cookies_received), (1, 1));
+    assert_eq!((sec(&p.b).cookies_sent, sec(&p.b).cookies_received), (1, 1));
+    assert_eq!(sec(&p.b).responses, 1, "one Diffie-Hellman answer");
+}
+
+/// The initiation with mac2 that `a` sent after its cookie reply.
+fn initiation_with_mac2(p: &mut Pair) -> Bytes {
+    let (ab, _) = p.deliver_one();
+    ab.into_iter()
+        .filter(|d| d[0] == T_INIT)
+        .nth(1)
+        .expect("a retry with mac2")
+}
+
+#[test]
+fn a_cookie_for_one_address_does_not_pass_from_another() {
+    let mut p = pair(NodeConfig::default(), with_rate(0));
+    let init = initiation_with_mac2(&mut p);
+    let before = sec(&p.b);
+    let elsewhere = addr("10.0.0.1:2");
+    p.b.handle_datagram(p.now, elsewhere, init.clone());
+    let out = drain(&mut p.b, p.now);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].0, out[0].1[0]), (elsewhere, T_COOKIE));
+    assert_eq!(sec(&p.b).cookies_sent, before.cookies_sent + 1);
+    // From its own address it passes (answered from the cache).
+    p.b.handle_datagram(p.now, p.sa, init);
+    assert_eq!(drain(&mut p.b, p.now)[0].1[0], T_RESP);
+}
+
+#[test]
+fn an_expired_cookie_is_refused_and_the_initiator_stops_using_it() {
+    let mut p = pair(NodeConfig::default(), with_rate(0));
+    let init = initiation_with_mac2(&mut p);
+    // Past the secret's 2 minutes: the mac2 no longer passes.
+    let later = p.now + Duration::from_secs(121);
+    let before = sec(&p.b);
+    p.b.handle_datagram(later, p.sa, init);
+    let out = drain(&mut p.b, later);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1[0], T_COOKIE);
+    assert_eq!(sec(&p.b).cookies_sent, before.cookies_sent + 1);
+    assert_eq!(sec(&p.b).responses, before.responses);
+    // The initiator's next handshake (a re-key, well past the cookie's
+    // life) starts without mac2, and completes after a new round trip.
+    p.now = later + Duration::from_secs(60);
+    p.a.handle_timeout(p.now);
+    p.b.handle_timeout(p.now);
+    let (ab, _) = p.deliver_one();
+    let inits: Vec<&Bytes> = ab.iter().filter(|d| d[0] == T_INIT).collect();
+    assert_eq!(inits.len(), 2, "{:?}", sec(&p.a));
+    assert_eq!(inits[0][INIT_LEN - MAC_LEN..], [0u8; MAC_LEN]);
+    // (b may have started a handshake of its own meanwhile, and asked
+    // for a cookie on a's response to it.)
+    assert!(sec(&p.a).cookies_received >= 2);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Any bit flipped in the authenticated part of a cookie reply (nonce,
+    /// encrypted cookie, tag): dropped, counted in `auth_failed`, no cookie
+    /// kept and nothing resent; the intact reply then works.
+    #[test]
+    fn a_tampered_cookie_reply_is_dropped_and_counted(at in 5usize..COOKIE_REPLY_LEN, bit in 0u8..8) {
+        let mut p = pair(NodeConfig::default(), with_rate(0));
+        p.a.send(p.now, p.b_id, Bytes::from_static(b"x")).unwrap();
+        for (_, d) in drain(&mut p.a, p.now) {
+            p.b.handle_datagram(p.now, p.sa, d);
+        }
+        let reply = drain(&mut p.b, p.now).into_iter().find(|(_, d)| d[0] == T_COOKIE).unwrap().1;
+        let mut bad = reply.to_vec();
+        bad[at] ^= 1 << bit;
+        let before = sec(&p.a);
+        p.a.handle_datagram(p.now, p.sb, Bytes::from(bad));
+        prop_assert_eq!(sec(&p.a).auth_failed, before.auth_failed + 1);
+        prop_assert_eq!(sec(&p.a).cookies_received, 0);
+        prop_assert!(drain(&mut p.a, p.now).is_empty());
+        p.a.handle_datagram(p.now, p.sb, reply);
+        prop_assert_eq!(sec(&p.a).cookies_received, 1);
+        prop_assert_eq!(drain(&mut p.a, p.now).len(), 1);
+    }
+}
+
+#[test]
+fn a_cookie_reply_for_no_handshake_or_of_the_wrong_length_changes_nothing() {
+    let mut p = pair(NodeConfig::default(), with_rate(0));
+    let mut stray = vec![0u8; COOKIE_REPLY_LEN];
+    stray[0] = T_COOKIE;
+    let before = sec(&p.a);
+    p.a.handle_datagram(p.now, p.sb, Bytes::from(stray.clone()));
+    assert_eq!(sec(&p.a).unauthenticated, before.unauthenticated + 1);
+    stray.pop();
+    p.a.handle_datagram(p.now, p.sb, Bytes::from(stray));
+    assert_eq!(sec(&p.a).auth_failed, before.auth_failed + 1);
+    assert!(drain(&mut p.a, p.now).is_empty());
+    assert_eq!(sec(&p.a).cookies_received, 0);
+}
+
+/// 100,000 initiations with a valid mac1 (anyone knows b's key) and a
+/// garbled Noise message, from distinct spoofed addresses, over 10 s
+/// (10,000 a second, above the default budget of 2,000), while a real peer
+/// starts a handshake in the middle. The real handshake completes; b's
+/// Diffie-Hellmans stay within the budget (2,000 at once plus 2,000 a
+/// second); its per-peer state and queue stay bounded.
+#[test]
+fn a_flood_of_valid_mac1_initiations_costs_at_most_the_budget() {
+    let mut p = pair(NodeConfig::default(), NodeConfig::default());
+    let kb = identity(2);
+    let template = initiation_to(&kb, 9);
+    let mac1_key = blake3::derive_key("braid-exon v1 mac1", &kb.public_key().to_bytes());
+    let mut rng = Rng::seed_from_u64(3);
+    let start = p.now;
+    let (mut state_max, mut queue_max) = (0, 0);
+    let mut sent = 0u64;
+    for step in 0..10_000u32 {
+        for k in 0..10u32 {
+            let mut d = template.to_vec();
+            // A fresh random ephemeral key: the Noise message fails only
+            // after the Diffie-Hellman.
+            rng.fill_bytes(&mut d[5..37]);
+            let body = INIT_LEN - 2 * MAC_LEN;
+            let mac = blake3::keyed_hash(&mac1_key, &d[..body]);
+            d[body..body + MAC_LEN].copy_from_slice(&mac.as_bytes()[..MAC_LEN]);
+            let i = step * 10 + k;
+            let from =
+                SocketAddr::from(([198, 18 + (i >> 16) as u8, (i >> 8) as u8, i as u8], 4000));
+            p.b.handle_datagram(p.now, from, Bytes::from(d));
+            sent += 1;
+        }
+        if step == 5_000 {
+            p.a.send(p.now, p.b_id, Bytes::from_static(b"through the flood"))
+                .unwrap();
+        }
+        // b's answers to spoofed addresses go nowhere; a's are exchanged.
+        queue_max = queue_max.max(p.b.session_state_bytes());
+        p.round();
+        state_max = state_max.max(p.b.session_state_bytes());
+    }
+    for _ in 0..100 {
+        p.round();
+    }
+    assert_eq!(sent, 100_000);
+    assert_eq!(received(&mut p.b), 1, "the real handshake completed");
+    let s = sec(&p.b);
+    let seconds = p.now.saturating_duration_since(start).as_secs() + 1;
+    let budget = SessionConfig::default().handshake_rate as u64;
+    // Every flood packet did a Diffie-Hellman (and failed) or got a cookie
+    // (as did the real initiator, at most once).
+    let dh = s.auth_failed + s.responses + s.refused;
+    let a_cookies = sec(&p.a).cookies_received;
+    assert_eq!(a_cookies, 1, "the real initiator went through a cookie");
+    assert_eq!(
+        s.auth_failed + s.cookies_sent - a_cookies + s.queue_dropped,
+        sent,
+        "{s:?}"
+    );
+    assert!(
+        dh <= budget * (1 + seconds),
+        "{dh} Diffie-Hellmans in {seconds} s: {s:?}"
+    );
+    assert!(s.cookies_sent >= sent - budget * (1 + seconds), "{s:?}");
+    assert_eq!(s.peers, 1);
+    assert!(s.sessions <= 4);
+    assert!(
+        state_max <= 8 << 10 && queue_max <= 8 << 10,
+        "{state_max} {queue_max}"
+    );
+    eprintln!(
+        "flood: {sent} initiations in {seconds} s, {dh} Diffie-Hellmans, {} cookies, b state ≤ {state_max} B, a cookies {}",
+        s.cookies_sent,
+        sec(&p.a).cookies_received
+    );
+}
+
+/// Nothing drained: the queue of cookie replies stops at `max_queued`,
+/// the rest are dropped and counted; nothing is kept per source.
+#[test]
+fn an_undrained_flood_queues_at_most_max_queued_replies() {
+    let kb = identity(2);
+    let cfg = with_rate(0);
+    let max_queued = cfg.session.max_queued;
+    let mut b = ExonNode::new(
+        cfg,
+        Security::authenticated(kb.clone(), Arc::new(AcceptAnyKey)),
+        [2; 32],
+        0,
+    );
+    let init = initiation_to(&kb, 7);
+    for i in 0..5_000u32 {
+        let from = SocketAddr::from(([198, 18, (i >> 8) as u8, i as u8], 1));
+        b.handle_datagram(Instant::ZERO, from, init.clone());
+    }
+    let s = sec(&b);
+    assert_eq!(s.cookies_sent as usize, max_queued);
+    assert_eq!(s.queue_dropped as usize, 5_000 - max_queued);
+    assert_eq!((s.peers, s.sessions, s.responses), (0, 0, 0));
+    assert!(b.session_state_bytes() <= max_queued * (COOKIE_REPLY_LEN + 64));
+    assert_eq!(drain(&mut b, Instant::ZERO).len(), max_queued);
+}
+
+/// What one answered initiation costs the responder (the work the budget
+/// limits): `cargo test --release -p braid-exon --test cookie -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn measure_responder_cost() {
+    let kb = identity(2);
+    let cfg = NodeConfig {
+        session: SessionConfig {
+            handshake_rate: u32::MAX,
+            max_queued: 1 << 20,
+            ..SessionConfig::default()
+        },
+        ..NodeConfig::default()
+    };
+    let mut b = ExonNode::new(
+        cfg,
+        Security::authenticated(kb.clone(), Arc::new(AcceptAnyKey)),
+        [2; 32],
+        0,
+    );
+    // Distinct Noise messages (no answer from the cache), from 200 peers.
+    let inits: Vec<Bytes> = (0..2_000u32)
+        .map(|i| {
+            let mut seed = [0x77; 32];
+            seed[..4].copy_from_slice(&i.to_be_bytes());
+            initiation_from(&kb, (i % 200) as u8 + 3, seed)
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    for (i, d) in inits.iter().enumerate() {
+        b.handle_datagram(
+            Instant::ZERO,
+            SocketAddr::from(([10, 1, (i >> 8) as u8, i as u8], 1)),
+            d.clone(),
+        );
+    }
+    let per = t.elapsed() / inits.len() as u32;
+    eprintln!(
+        "responder: {per:?} per initiation, {} answered",
+        sec(&b).responses
+    );
+    let init = initiation_to(&kb, 7);
+    let mut b = ExonNode::new(
+        with_rate(0),
+        Security::authenticated(kb, Arc::new(AcceptAnyKey)),
+        [2; 32],
+        0,
+    );
+    let t = std::time::Instant::now();
+    for i in 0..20_000u32 {
+        b.handle_datagram(
+            Instant::ZERO,
+            SocketAddr::from(([10, 1, (i >> 8) as u8, i as u8], 1)),
+            init.clone(),
+        );
+        if i % 512 == 0 {
+            drain(&mut b, Instant::ZERO);
+        }
+    }
+    eprintln!("cookie reply: {:?} per initiation", t.elapsed() / 20_000);
+}
