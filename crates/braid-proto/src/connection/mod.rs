@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use braid_core::Instant;
 use braid_progmp::Program;
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use crate::config::TransportConfig;
 use crate::crypto::noise::ClientHandshake;
@@ -461,7 +461,13 @@ impl Connection {
                 self.stats.auth_failures += 1;
                 return;
             }
-            None => (wire::expand_pn(largest, header.pn_truncated), datagram.freeze().slice(header.payload_offset..)),
+            None => {
+                // Advanced rather than sliced once frozen: no reference-count
+                // traffic per packet.
+                let mut payload = datagram;
+                payload.advance(header.payload_offset.min(payload.len()));
+                (wire::expand_pn(largest, header.pn_truncated), payload.freeze())
+            }
         };
         match Packet::from_parts(header.header(pn), payload) {
             Ok(packet) => self.handle_packet(now, local, remote, packet, size),

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use braid_core::Instant;
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use super::packet_key::{CipherSuite, HeaderKey, PacketKey, KEY_PHASE_BIT, SAMPLE_LEN, TAG_LEN};
 use crate::wire::{self, PN_LEN};
@@ -145,8 +145,12 @@ impl Protection {
         } else {
             self.open_other_phase(now, phase, path_id, pn, head, body)?
         };
-        let plain = buf.freeze();
-        Some(Opened { pn, payload: plain.slice(payload_offset..payload_offset + len) })
+        // Cut the buffer down to the plaintext before freezing it: slicing
+        // the frozen buffer would cost two atomic reference-count changes
+        // per packet on the receive path.
+        buf.truncate(payload_offset + len);
+        buf.advance(payload_offset);
+        Some(Opened { pn, payload: buf.freeze() })
     }
 
     /// A packet of the other key phase: a late one of the previous phase,
