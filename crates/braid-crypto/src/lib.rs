@@ -19,6 +19,8 @@
 //!   (RFC 5869) of a traffic secret with the protocol's labels into an AEAD
 //!   key and IV; sealing and opening in place with nonce = IV XOR the
 //!   protocol's 12-byte packet nonce.
+//! - [`backend`]: whose AEAD code does the sealing on this CPU (ring, or
+//!   aws-lc where it has 512-bit vector AES); the bytes are the same.
 //!
 //! What stays in the protocols: payload formats and versions, prologues,
 //! HKDF labels, how a packet nonce is built (braid: path ID ‖ packet
@@ -33,11 +35,13 @@
 //! [`Identity`]: braid_identity::Identity
 
 pub mod aead;
+pub mod backend;
 pub mod hkdf;
 pub mod noise;
 mod suite;
 
 pub use aead::{KeyLabels, TrafficKey, NONCE_LEN, TAG_LEN};
+pub use backend::Backend;
 pub use noise::{IkParams, Initiator, NoiseError, ProvedResponder, Responder, TrafficSecrets};
 pub use suite::CipherSuite;
 

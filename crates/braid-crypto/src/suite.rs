@@ -78,6 +78,20 @@ impl CipherSuite {
             CipherSuite::ChaCha20Poly1305 => &aead::CHACHA20_POLY1305,
         }
     }
+
+    /// The same algorithm in aws-lc-rs.
+    pub(crate) fn aws_lc_aead(self) -> &'static aws_lc_rs::aead::Algorithm {
+        match self {
+            CipherSuite::Aes128Gcm => &aws_lc_rs::aead::AES_128_GCM,
+            CipherSuite::Aes256Gcm => &aws_lc_rs::aead::AES_256_GCM,
+            CipherSuite::ChaCha20Poly1305 => &aws_lc_rs::aead::CHACHA20_POLY1305,
+        }
+    }
+
+    /// Bytes of the AEAD key.
+    pub(crate) fn key_len(self) -> usize {
+        self.aead().key_len()
+    }
 }
 
 /// Whether the CPU has the instructions that make AES-GCM faster than
