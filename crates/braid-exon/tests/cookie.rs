@@ -14,16 +14,13 @@ use std::time::Duration;
 use braid_core::{Instant, Rng, RngCore, SeedableRng};
 use braid_exon::secure::{COOKIE_REPLY_LEN, INIT_LEN, MAC_LEN, T_COOKIE, T_INIT, T_RESP};
 use braid_exon::{
-    AcceptAnyKey, Event, ExonNode, Identity, NodeConfig, NodeId, Security, SecurityStats,
+    AcceptAnyKey, Event, ExonNode, Identity, NodeConfig, Security, SecurityStats,
     SessionConfig,
 };
 use bytes::Bytes;
 use proptest::prelude::*;
-use support::{identity, trusting};
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
+use support::pair::{addr, drain, Pair};
+use support::identity;
 
 fn with_rate(rate: u32) -> NodeConfig {
     NodeConfig {
@@ -33,19 +30,6 @@ fn with_rate(rate: u32) -> NodeConfig {
         },
         ..NodeConfig::default()
     }
-}
-
-/// Every datagram `from` has to send now, as (destination, bytes).
-fn drain(from: &mut ExonNode, now: Instant) -> Vec<(SocketAddr, Bytes)> {
-    if let Some(l) = from.clock_request() {
-        from.clock_persisted(l);
-    }
-    let mut buf = Vec::new();
-    let mut out = Vec::new();
-    while let Some(t) = from.poll_transmit(now, &mut buf) {
-        out.push((t.dst, Bytes::copy_from_slice(&buf[..t.size])));
-    }
-    out
 }
 
 fn received(n: &mut ExonNode) -> usize {
@@ -60,58 +44,16 @@ fn sec(n: &ExonNode) -> SecurityStats {
     n.stats().security
 }
 
-/// `a` (at `sa`) knows `b` (at `sb`); each trusts only the other.
-struct Pair {
-    a: ExonNode,
-    b: ExonNode,
-    sa: SocketAddr,
-    sb: SocketAddr,
-    b_id: NodeId,
-    now: Instant,
-}
-
 fn pair(a_cfg: NodeConfig, b_cfg: NodeConfig) -> Pair {
-    let (ka, kb) = (identity(1), identity(2));
-    let (pa, pb) = (ka.public_key(), kb.public_key());
-    let mut a = ExonNode::new(a_cfg, trusting(ka, pb), [1; 32], 0);
-    let b = ExonNode::new(b_cfg, trusting(kb, pa), [2; 32], 0);
-    let sb = addr("10.0.0.2:1");
-    let b_id = a.add_peer(&pb, sb);
-    Pair {
-        a,
-        b,
-        sa: addr("10.0.0.1:1"),
-        sb,
-        b_id,
-        now: Instant::from_nanos(1_000_000),
-    }
+    Pair::new(a_cfg, b_cfg, Instant::from_nanos(1_000_000))
 }
 
-impl Pair {
-    /// One round trip: a's datagrams to b, b's (to a's address) to a.
-    /// Returns the datagrams of each way.
-    fn round(&mut self) -> (Vec<Bytes>, Vec<Bytes>) {
-        let ab: Vec<Bytes> = drain(&mut self.a, self.now)
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect();
-        for d in &ab {
-            self.b.handle_datagram(self.now, self.sa, d.clone());
-        }
-        let ba: Vec<Bytes> = drain(&mut self.b, self.now)
-            .into_iter()
-            .filter(|(dst, _)| *dst == self.sa)
-            .map(|(_, d)| d)
-            .collect();
-        for d in &ba {
-            self.a.handle_datagram(self.now, self.sb, d.clone());
-        }
-        self.now += Duration::from_millis(1);
-        self.a.handle_timeout(self.now);
-        self.b.handle_timeout(self.now);
-        (ab, ba)
-    }
+/// What these tests do with a pair beyond a round.
+trait PairExt {
+    fn deliver_one(&mut self) -> (Vec<Bytes>, Vec<Bytes>);
+}
 
+impl PairExt for Pair {
     /// `a` sends one message and rounds run until b has it; every datagram
     /// is returned in order, each way.
     fn deliver_one(&mut self) -> (Vec<Bytes>, Vec<Bytes>) {

@@ -18,86 +18,26 @@ use braid_exon::{
 };
 use bytes::Bytes;
 use proptest::prelude::*;
+use support::pair::{addr, drain, Pair};
 use support::{identity, trusting};
 
 const NOW: Instant = Instant::ZERO;
 
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
-
-/// Two authenticated nodes, each trusting only the other; `a` knows
-/// where `b` is.
-struct Pair {
-    a: ExonNode,
-    b: ExonNode,
-    sa: SocketAddr,
-    sb: SocketAddr,
-    a_id: NodeId,
-    b_id: NodeId,
-    now: Instant,
-}
-
 fn pair_with(cfg: NodeConfig) -> Pair {
-    let (ka, kb) = (identity(1), identity(2));
-    let (pa, pb) = (ka.public_key(), kb.public_key());
-    let mut a = ExonNode::new(cfg.clone(), trusting(ka, pb), [1; 32], 0);
-    let b = ExonNode::new(cfg, trusting(kb, pa), [2; 32], 0);
-    let sb = addr("10.0.0.2:1");
-    let b_id = a.add_peer(&pb, sb);
-    Pair {
-        a,
-        b,
-        sa: addr("10.0.0.1:1"),
-        sb,
-        a_id: NodeId::of(&pa),
-        b_id,
-        now: NOW,
-    }
+    Pair::new(cfg.clone(), cfg, NOW)
 }
 
 fn pair() -> Pair {
     pair_with(NodeConfig::default())
 }
 
-/// Every datagram `from` has to send now, as (destination, bytes).
-fn drain(from: &mut ExonNode, now: Instant) -> Vec<(SocketAddr, Bytes)> {
-    if let Some(l) = from.clock_request() {
-        from.clock_persisted(l);
-    }
-    let mut buf = Vec::new();
-    let mut out = Vec::new();
-    while let Some(t) = from.poll_transmit(now, &mut buf) {
-        out.push((t.dst, Bytes::copy_from_slice(&buf[..t.size])));
-    }
-    out
+/// What these tests do with a pair beyond a round.
+trait PairExt {
+    fn flush(&mut self);
+    fn settle(&mut self) -> Vec<Bytes>;
 }
 
-impl Pair {
-    /// One round: a's datagrams to b, b's to a (those addressed to a's
-    /// address), then 1 ms passes. Returns what went each way.
-    fn round(&mut self) -> (Vec<Bytes>, Vec<Bytes>) {
-        let ab: Vec<Bytes> = drain(&mut self.a, self.now)
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect();
-        for d in &ab {
-            self.b.handle_datagram(self.now, self.sa, d.clone());
-        }
-        let ba: Vec<Bytes> = drain(&mut self.b, self.now)
-            .into_iter()
-            .filter(|(dst, _)| *dst == self.sa)
-            .map(|(_, d)| d)
-            .collect();
-        for d in &ba {
-            self.a.handle_datagram(self.now, self.sb, d.clone());
-        }
-        self.now += Duration::from_millis(1);
-        self.a.handle_timeout(self.now);
-        self.b.handle_timeout(self.now);
-        (ab, ba)
-    }
-
+impl PairExt for Pair {
     /// Rounds until `a` has nothing unacknowledged to `b` (its sender
     /// record may still hold envelopes).
     fn flush(&mut self) {

@@ -14,6 +14,8 @@
 
 #![allow(dead_code)]
 
+pub mod pair;
+
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
