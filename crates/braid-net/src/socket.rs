@@ -166,8 +166,11 @@ pub(crate) struct Receiver {
 }
 
 /// Receive arenas kept per socket: one per receive call of a driver turn
-/// and one for the turn before (2 MiB each at most, touched only as far as
-/// batches reach).
+/// and one for the turn before. Each is the landing buffer's size (2 MiB
+/// with Linux's batch of 32 slots), allocated only once a batch finds no
+/// free arena; a busy socket ends up with all of them resident (batches
+/// move on through an arena before it wraps), so 10 MiB at most per
+/// socket, beside its kernel buffers of up to 8 MiB each way.
 pub(crate) const ARENAS: usize = crate::driver::RECV_CALLS_PER_TURN + 1;
 
 impl Receiver {
