@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use braid_proto::{CloseReason, ConnectionHandle, ConnectionStats, RecvError, SendError};
+use braid_proto::{CloseReason, ConnectionHandle, ConnectionStats, RecvBatch, RecvError, SendError};
 use bytes::Bytes;
 
 use crate::error::ConnectionError;
@@ -160,6 +160,52 @@ impl Connection {
         }
     }
 
+    /// Queue copies of `msgs`, in order: [`Connection::send_messages`] for
+    /// messages the application keeps (a reused buffer, a slice of a
+    /// larger one). Small messages are copied into the stream's packs, so
+    /// a batch costs no allocation per message (issue 23). Waits while the
+    /// send buffer is full. A message over the size limit, or a closed
+    /// connection, is an error before any message of the batch is queued;
+    /// on an error after waiting, the messages before were queued and may
+    /// still be delivered.
+    ///
+    /// ```no_run
+    /// # async fn f(conn: braid_net::Connection) -> Result<(), braid_net::ConnectionError> {
+    /// let scratch = vec![7u8; 64 * 1024];
+    /// let msgs: Vec<&[u8]> = scratch.chunks(64).collect();
+    /// conn.send_copies(&msgs).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_copies<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<(), ConnectionError> {
+        let r = &*self.inner;
+        let mut rest = msgs;
+        while !rest.is_empty() {
+            let notified = r.signals.writable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let queued = {
+                let mut inner = r.shared.lock();
+                if inner.exit.is_some() {
+                    return Err(gone(&inner, r.handle));
+                }
+                match inner.ep.send_copies(r.handle, rest) {
+                    Ok(n) => n,
+                    Err(SendError::TooLarge { size, max }) => return Err(ConnectionError::TooLarge { size, max }),
+                    Err(SendError::Closed(reason)) => return Err(ConnectionError::Closed(reason)),
+                    Err(SendError::UnknownConnection | SendError::Blocked(_)) => return Err(gone(&inner, r.handle)),
+                }
+            };
+            if queued > 0 {
+                r.shared.wake.notify_one();
+                rest = &rest[queued..];
+            }
+            if !rest.is_empty() {
+                notified.await;
+            }
+        }
+        Ok(())
+    }
+
     /// The next message, waiting for one if needed. After the connection
     /// closed, the messages already received are still returned, then
     /// `Err(Closed(reason))`.
@@ -204,6 +250,83 @@ impl Connection {
                         // flow control must hear about it before we wait.
                         wake_driver = slot.unannounced_read > 0;
                         slot.unannounced_read = 0;
+                    }
+                    Err(RecvError::Closed(reason)) => {
+                        slot.status = Status::Closed(reason.clone());
+                        return Err(ConnectionError::Closed(reason));
+                    }
+                    Err(RecvError::UnknownConnection) => return Err(gone(inner, r.handle)),
+                }
+            }
+            if wake_driver {
+                r.shared.wake.notify_one();
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits until at least one message is ready, then moves up to `max`
+    /// of them into `batch` (after what it holds, in order) and returns
+    /// how many: one lock, one wake-up and one reference count per packet
+    /// for a whole batch, where [`Connection::recv_message`] takes one of
+    /// each per message (the way to drain a stream of small messages,
+    /// issue 23). After the connection closed, the messages already
+    /// received are still returned, then `Err(Closed(reason))`. `max == 0`
+    /// returns `Ok(0)` at once.
+    ///
+    /// ```no_run
+    /// # async fn f(conn: braid_net::Connection) -> Result<(), braid_net::ConnectionError> {
+    /// let mut batch = braid_net::RecvBatch::new();
+    /// loop {
+    ///     conn.recv_batch(&mut batch, 1024).await?;
+    ///     for msg in batch.iter() {
+    ///         println!("{} bytes", msg.len());
+    ///     }
+    ///     batch.clear();
+    /// }
+    /// # }
+    /// ```
+    pub async fn recv_batch(&self, batch: &mut RecvBatch, max: usize) -> Result<usize, ConnectionError> {
+        if max == 0 {
+            return Ok(0);
+        }
+        let r = &*self.inner;
+        loop {
+            let notified = r.signals.readable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let wake_driver;
+            {
+                let mut guard = r.shared.lock();
+                let inner = &mut *guard;
+                let Some(slot) = inner.slots.get_mut(&r.handle) else {
+                    return Err(gone(inner, r.handle));
+                };
+                if slot.close_reason().is_some() {
+                    slot.final_stats = inner.ep.connection_stats(r.handle).or(slot.final_stats);
+                }
+                let before = batch.len();
+                match inner.ep.recv_batch(r.handle, batch, max) {
+                    Ok(0) => {
+                        if inner.exit.is_some() {
+                            return Err(gone(inner, r.handle));
+                        }
+                        wake_driver = slot.unannounced_read > 0;
+                        slot.unannounced_read = 0;
+                    }
+                    Ok(n) => {
+                        // As `recv_message`: the driver announces the freed
+                        // window now and then.
+                        slot.unannounced_read += batch.iter().skip(before).map(|m| m.len() as u64).sum::<u64>();
+                        let wake = slot.unannounced_read >= r.shared.read_wake_bytes;
+                        if wake {
+                            slot.unannounced_read = 0;
+                        }
+                        drop(guard);
+                        if wake {
+                            r.shared.wake.notify_one();
+                        }
+                        return Ok(n);
                     }
                     Err(RecvError::Closed(reason)) => {
                         slot.status = Status::Closed(reason.clone());

@@ -35,7 +35,8 @@ mod socket;
 
 pub use braid_proto::progmp::{Program, Register};
 pub use braid_proto::{
-    CcAlgorithm, CloseReason, ConnectionStats, EndpointConfig, EndpointStats, PathError, PathInfo, TransportConfig, MAX_PATHS,
+    CcAlgorithm, CloseReason, ConnectionStats, EndpointConfig, EndpointStats, PathError, PathInfo, RecvBatch, TransportConfig,
+    MAX_PATHS,
 };
 pub use bytes::Bytes;
 pub use connection::{CongestionParameters, Connection};

@@ -390,3 +390,58 @@ async fn garbage_datagrams_are_counted_and_ignored() {
     })
     .await;
 }
+
+/// Copied batches of mixed sizes (packed small messages and large ones of
+/// their own) through a small send buffer, taken in batches and singly:
+/// every message once, in order, whole; the sizes checked first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copied_batches_arrive_whole_and_in_order() {
+    let mut config = EndpointConfig::default();
+    config.transport.send_buffer = 64 << 10;
+    config.transport.max_message_size = 1 << 20;
+    let (server, client) = pair(config);
+    let server_addr = server.local_addr();
+    // Message i: (i % 7) * 300 bytes (0 to 1,800: both sides of the
+    // packing threshold), each byte derived from i.
+    let message = |i: usize| vec![(i % 251) as u8; (i % 7) * 300];
+    const COUNT: usize = 5_000;
+    bounded(60, "copied batches", async {
+        let reader = tokio::spawn(async move {
+            let conn = server.accept().await.unwrap();
+            let mut batch = braid_net::RecvBatch::new();
+            let mut got = 0;
+            while got < COUNT {
+                if got % 3 == 0 {
+                    let m = conn.recv_message().await.unwrap();
+                    assert_eq!(m[..], message(got)[..], "message {got}");
+                    got += 1;
+                    continue;
+                }
+                batch.clear();
+                let n = conn.recv_batch(&mut batch, 1 + got % 97).await.unwrap();
+                assert!(n >= 1 && n == batch.len());
+                for m in batch.iter() {
+                    assert_eq!(m, &message(got)[..], "message {got}");
+                    got += 1;
+                }
+            }
+            assert_eq!(conn.recv_batch(&mut batch, 0).await.unwrap(), 0);
+            conn
+        });
+        let conn = client.connect(server_addr).await.unwrap();
+        let all: Vec<Vec<u8>> = (0..COUNT).map(message).collect();
+        for run in all.chunks(333) {
+            conn.send_copies(run).await.unwrap();
+        }
+        // A batch with one oversized message is refused whole.
+        let bad = [vec![1u8; 10], vec![0u8; (1 << 20) + 1]];
+        assert!(matches!(conn.send_copies(&bad).await, Err(ConnectionError::TooLarge { .. })));
+        let served = reader.await.unwrap();
+        conn.close().await.unwrap();
+        // Nothing of the refused batch arrived.
+        let mut batch = braid_net::RecvBatch::new();
+        assert!(matches!(served.recv_batch(&mut batch, 10).await, Err(ConnectionError::Closed(_))));
+        assert!(batch.is_empty());
+    })
+    .await;
+}

@@ -21,6 +21,7 @@ use siphasher::sip128::{Hasher128, SipHasher24};
 
 use crate::config::{EndpointConfig, TransportConfig};
 use crate::connection::{Connection, ServerKeys, CLOSE_REFUSED, CLOSE_UNAUTHORIZED};
+use crate::recv_batch::RecvBatch;
 use crate::crypto::{noise, protection::Protection, CipherSuite, PublicKey};
 use crate::stats::{ConnectionStats, EndpointStats, PathInfo};
 use crate::wire::{self, Frame, Header, Packet, PacketType, PublicHeader};
@@ -787,11 +788,67 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Queues copies of messages `msgs`, in order, from the first, as
+    /// long as the send buffer has room, and returns how many: fewer than
+    /// `msgs.len()` means the buffer is full (wait for
+    /// [`Event::Writable`], then send the rest). The application keeps its
+    /// buffers, so a batch of small messages costs no allocation per
+    /// message (issue 23): they are copied into the stream's packs. If the
+    /// connection cannot send, or any message exceeds `max_message_size`,
+    /// an error and nothing is queued.
+    ///
+    /// ```
+    /// # use braid_proto::{Endpoint, ConnectionHandle};
+    /// # fn f(ep: &mut Endpoint, conn: ConnectionHandle) -> Result<(), braid_proto::SendError> {
+    /// let scratch = [7u8; 64 * 16];
+    /// let msgs: Vec<&[u8]> = scratch.chunks(64).collect();
+    /// let queued = ep.send_copies(conn, &msgs)?;
+    /// assert!(queued <= msgs.len());
+    /// # Ok(()) }
+    /// ```
+    pub fn send_copies<M: AsRef<[u8]>>(&mut self, conn: ConnectionHandle, msgs: &[M]) -> Result<usize, SendError> {
+        let c = self.connections.get_mut(&conn).ok_or(SendError::UnknownConnection)?;
+        let n = c.send_copies(msgs)?;
+        if n > 0 {
+            self.enqueue(conn);
+        }
+        Ok(n)
+    }
+
     /// The next complete message, `Ok(None)` if none is ready yet.
     pub fn recv_message(&mut self, conn: ConnectionHandle) -> Result<Option<Bytes>, RecvError> {
         let c = self.connections.get_mut(&conn).ok_or(RecvError::UnknownConnection)?;
         let result = c.recv_message();
         // Reading may open the receive window: let the peer hear about it.
+        self.enqueue(conn);
+        if result.is_err() {
+            self.reap(conn);
+        }
+        result
+    }
+
+    /// Moves up to `max` complete messages of `conn` into `batch` (after
+    /// what it holds), in order; how many (`Ok(0)`: none ready yet). One
+    /// lookup, one wake-up of the sender and one reference count per
+    /// packet for a whole batch: the way to drain a stream of small
+    /// messages (issue 23). After the connection closed and every received
+    /// message was taken, `Err(Closed(reason))`.
+    ///
+    /// ```
+    /// # use braid_proto::{Endpoint, ConnectionHandle, RecvBatch};
+    /// # fn f(ep: &mut Endpoint, conn: ConnectionHandle) -> Result<(), braid_proto::RecvError> {
+    /// let mut batch = RecvBatch::new();
+    /// while ep.recv_batch(conn, &mut batch, 1024)? > 0 {
+    ///     for msg in batch.iter() {
+    ///         println!("{} bytes", msg.len());
+    ///     }
+    ///     batch.clear();
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn recv_batch(&mut self, conn: ConnectionHandle, batch: &mut RecvBatch, max: usize) -> Result<usize, RecvError> {
+        let c = self.connections.get_mut(&conn).ok_or(RecvError::UnknownConnection)?;
+        let result = c.recv_batch(batch, max);
         self.enqueue(conn);
         if result.is_err() {
             self.reap(conn);

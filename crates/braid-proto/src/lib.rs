@@ -68,6 +68,7 @@ mod multipath;
 use braid_recovery::pacer;
 mod path;
 mod range_set;
+mod recv_batch;
 mod recv_stream;
 use braid_recovery::rtt;
 mod send_stream;
@@ -86,4 +87,5 @@ pub use endpoint::{
     CloseReason, ConnectError, ConnectionHandle, Endpoint, Event, PathError, RecvError, SendError, Transmit,
     MAX_STATELESS_QUEUED,
 };
+pub use recv_batch::RecvBatch;
 pub use stats::{ConnectionStats, EndpointStats, PathInfo, SentPacketInfo};

@@ -6,12 +6,20 @@
 //! against the window, but not the message being assembled at the head of
 //! the stream; otherwise a message larger than the window could never
 //! complete. Memory is thus bounded by `window + max_message_size`.
+//!
+//! Complete messages stay where they arrived: a message inside one DATA
+//! frame is a range of that frame's bytes (a *segment*, shared by every
+//! message of the frame), and only a message that spans frames is copied,
+//! into a buffer of its own. Taking a batch ([`RecvStream::pop_batch`])
+//! hands over segments and ranges, so a frame of twenty small messages
+//! costs one reference-count change, not twenty (issue 23).
 
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
 use crate::message_pool::MessagePool;
+use crate::recv_batch::RecvBatch;
 
 /// Stream offset below which a peer may send before it has heard our
 /// first limit. Both ends assume it.
@@ -36,6 +44,17 @@ enum Parse {
     Body { remaining: u64, buf: Vec<u8>, stream_len: u64 },
 }
 
+/// A complete message not yet read: bytes `start..end` of segment
+/// `segment`.
+#[derive(Debug, Clone, Copy)]
+struct ReadyMessage {
+    segment: u64,
+    start: usize,
+    end: usize,
+    /// Stream bytes it took, its length prefix included.
+    stream_len: u64,
+}
+
 /// Reassembly buffer and message parser.
 #[derive(Debug)]
 pub struct RecvStream {
@@ -44,8 +63,14 @@ pub struct RecvStream {
     out_of_order: BTreeMap<u64, Bytes>,
     out_of_order_bytes: u64,
     parse: Parse,
-    /// Complete messages not yet read, with the stream bytes each took.
-    ready: VecDeque<(Bytes, u64)>,
+    /// Complete messages not yet read, in order.
+    ready: VecDeque<ReadyMessage>,
+    /// The buffers `ready` points into; `segments[0]` is segment number
+    /// `first_segment`. A segment is dropped once no ready message points
+    /// into it.
+    segments: VecDeque<Bytes>,
+    first_segment: u64,
+    /// Stream bytes (prefixes included) of the messages in `ready`.
     ready_stream_bytes: u64,
     window: u64,
     max_message_size: u64,
@@ -63,6 +88,8 @@ impl RecvStream {
             out_of_order_bytes: 0,
             parse: Parse::Prefix { buf: [0; 8], have: 0 },
             ready: VecDeque::new(),
+            segments: VecDeque::new(),
+            first_segment: 0,
             ready_stream_bytes: 0,
             window,
             max_message_size,
@@ -78,9 +105,36 @@ impl RecvStream {
 
     /// Takes the next complete message.
     pub fn pop(&mut self) -> Option<Bytes> {
-        let (msg, stream_len) = self.ready.pop_front()?;
-        self.ready_stream_bytes -= stream_len;
+        let m = self.ready.pop_front()?;
+        self.ready_stream_bytes -= m.stream_len;
+        let msg = self.segments[(m.segment - self.first_segment) as usize].slice(m.start..m.end);
+        self.drop_read_segments();
         Some(msg)
+    }
+
+    /// Moves up to `max` complete messages into `batch`; how many.
+    pub fn pop_batch(&mut self, batch: &mut RecvBatch, max: usize) -> usize {
+        let n = max.min(self.ready.len());
+        let mut last: Option<u64> = None;
+        for m in self.ready.drain(..n) {
+            if last != Some(m.segment) {
+                batch.push_segment(self.segments[(m.segment - self.first_segment) as usize].clone());
+                last = Some(m.segment);
+            }
+            batch.push_range(m.start..m.end);
+            self.ready_stream_bytes -= m.stream_len;
+        }
+        self.drop_read_segments();
+        n
+    }
+
+    /// Drops the segments before the one the next ready message points
+    /// into (all of them when none is ready).
+    fn drop_read_segments(&mut self) {
+        let keep_from = self.ready.front().map_or(self.first_segment + self.segments.len() as u64, |m| m.segment);
+        while self.first_segment < keep_from && self.segments.pop_front().is_some() {
+            self.first_segment += 1;
+        }
     }
 
     /// The limit we would announce now (never below one already announced).
@@ -151,30 +205,54 @@ impl RecvStream {
     }
 
     /// Parses in-order bytes starting at `self.next`.
-    fn deliver(&mut self, mut bytes: Bytes) -> Result<(), StreamError> {
+    fn deliver(&mut self, bytes: Bytes) -> Result<(), StreamError> {
         self.next += bytes.len() as u64;
-        while !bytes.is_empty() {
+        // The segment number `bytes` gets once a message is found whole in
+        // it (it is stored once, however many messages it holds).
+        let mut segment: Option<u64> = None;
+        let mut pos = 0;
+        while pos < bytes.len() {
             match &mut self.parse {
                 Parse::Prefix { buf, have } => {
-                    let first = if *have == 0 { bytes[0] } else { buf[0] };
-                    let need = 1usize << (first >> 6);
-                    let n = (need - *have).min(bytes.len());
-                    buf[*have..*have + n].copy_from_slice(&bytes[..n]);
-                    *have += n;
-                    let _ = bytes.split_to(n);
-                    if *have < need {
-                        continue;
-                    }
-                    let len = crate::wire::read_varint(&mut &buf[..need], "message length")
-                        .map_err(|_| StreamError::TooLarge { size: u64::MAX, max: self.max_message_size })?;
+                    let (len, need) = if *have == 0 {
+                        // The common case: the whole prefix is here.
+                        let need = 1usize << (bytes[pos] >> 6);
+                        if bytes.len() - pos < need {
+                            buf[..bytes.len() - pos].copy_from_slice(&bytes[pos..]);
+                            *have = bytes.len() - pos;
+                            pos = bytes.len();
+                            continue;
+                        }
+                        let len = crate::wire::read_varint(&mut &bytes[pos..pos + need], "message length")
+                            .map_err(|_| StreamError::TooLarge { size: u64::MAX, max: self.max_message_size })?;
+                        pos += need;
+                        (len, need)
+                    } else {
+                        let need = 1usize << (buf[0] >> 6);
+                        let n = (need - *have).min(bytes.len() - pos);
+                        buf[*have..*have + n].copy_from_slice(&bytes[pos..pos + n]);
+                        *have += n;
+                        pos += n;
+                        if *have < need {
+                            continue;
+                        }
+                        let len = crate::wire::read_varint(&mut &buf[..need], "message length")
+                            .map_err(|_| StreamError::TooLarge { size: u64::MAX, max: self.max_message_size })?;
+                        (len, need)
+                    };
                     if len > self.max_message_size {
                         return Err(StreamError::TooLarge { size: len, max: self.max_message_size });
                     }
                     let stream_len = need as u64 + len;
-                    if bytes.len() as u64 >= len {
+                    if (bytes.len() - pos) as u64 >= len {
                         // Fast path: the whole body is here; no copy.
-                        let msg = bytes.split_to(len as usize);
-                        self.push_ready(msg, stream_len);
+                        let seg = *segment.get_or_insert_with(|| {
+                            self.segments.push_back(bytes.clone());
+                            self.first_segment + self.segments.len() as u64 - 1
+                        });
+                        let end = pos + len as usize;
+                        self.push_ready(ReadyMessage { segment: seg, start: pos, end, stream_len });
+                        pos = end;
                         self.parse = Parse::Prefix { buf: [0; 8], have: 0 };
                     } else {
                         let cap = len.min(16 << 20) as usize;
@@ -182,13 +260,17 @@ impl RecvStream {
                     }
                 }
                 Parse::Body { remaining, buf, stream_len } => {
-                    let n = (*remaining).min(bytes.len() as u64) as usize;
-                    buf.extend_from_slice(&bytes.split_to(n));
+                    let n = (*remaining).min((bytes.len() - pos) as u64) as usize;
+                    buf.extend_from_slice(&bytes[pos..pos + n]);
+                    pos += n;
                     *remaining -= n as u64;
                     if *remaining == 0 {
                         let msg = self.pool.freeze(std::mem::take(buf));
                         let stream_len = *stream_len;
-                        self.push_ready(msg, stream_len);
+                        let end = msg.len();
+                        self.segments.push_back(msg);
+                        let seg = self.first_segment + self.segments.len() as u64 - 1;
+                        self.push_ready(ReadyMessage { segment: seg, start: 0, end, stream_len });
                         self.parse = Parse::Prefix { buf: [0; 8], have: 0 };
                     }
                 }
@@ -198,9 +280,9 @@ impl RecvStream {
         Ok(())
     }
 
-    fn push_ready(&mut self, msg: Bytes, stream_len: u64) {
-        self.ready_stream_bytes += stream_len;
-        self.ready.push_back((msg, stream_len));
+    fn push_ready(&mut self, msg: ReadyMessage) {
+        self.ready_stream_bytes += msg.stream_len;
+        self.ready.push_back(msg);
     }
 }
 
@@ -246,6 +328,65 @@ mod tests {
             while let Some(m) = rx.pop() { got.push(m); }
             prop_assert_eq!(got, msgs);
         }
+    }
+
+    proptest! {
+        /// Messages taken one by one and in batches of any size come out
+        /// whole and in order, the window credit comes back in full, and
+        /// no buffer is kept once everything was taken.
+        #[test]
+        fn batches_and_single_pops_take_every_message_once(
+            sizes in prop::collection::vec(0usize..2500, 1..40),
+            max_len in 1u64..1500,
+            takes in prop::collection::vec(0usize..6, 1..40),
+        ) {
+            let mut tx = SendStream::new();
+            let msgs: Vec<Bytes> = sizes.iter().enumerate()
+                .map(|(i, &n)| Bytes::from((0..n).map(|j| (i * 13 + j) as u8).collect::<Vec<_>>()))
+                .collect();
+            for m in &msgs { tx.push(m.clone()); }
+            let mut rx = RecvStream::new(1 << 30, 1 << 20);
+            rx.announce();
+            while let Some(c) = tx.next_chunk(max_len, u64::MAX) {
+                let mut buf = Vec::new();
+                tx.write_chunk(&mut buf, &c);
+                rx.on_data(c.offset, Bytes::from(buf)).unwrap();
+            }
+            let mut got: Vec<Bytes> = Vec::new();
+            let mut batch = RecvBatch::new();
+            for &t in takes.iter().cycle().take(msgs.len() + 1) {
+                if t == 0 {
+                    if let Some(m) = rx.pop() { got.push(m); }
+                } else {
+                    batch.clear();
+                    let n = rx.pop_batch(&mut batch, t);
+                    prop_assert_eq!(n, batch.len());
+                    got.extend((0..n).map(|i| batch.bytes(i).unwrap()));
+                }
+            }
+            while let Some(m) = rx.pop() { got.push(m); }
+            prop_assert_eq!(got, msgs);
+            prop_assert_eq!(rx.ready_stream_bytes, 0);
+            prop_assert!(rx.segments.is_empty(), "{} segments kept", rx.segments.len());
+        }
+    }
+
+    #[test]
+    fn a_frame_of_small_messages_is_one_segment() {
+        let mut tx = SendStream::new();
+        for i in 0..20u8 {
+            tx.push(Bytes::from(vec![i; 64]));
+        }
+        let mut rx = RecvStream::new(1 << 20, 1 << 20);
+        let c = tx.next_chunk(1400, u64::MAX).unwrap();
+        let mut buf = Vec::new();
+        tx.write_chunk(&mut buf, &c);
+        assert_eq!(rx.on_data(0, Bytes::from(buf)).unwrap(), 20);
+        assert_eq!(rx.segments.len(), 1);
+        let mut batch = RecvBatch::new();
+        assert_eq!(rx.pop_batch(&mut batch, 100), 20);
+        assert!(batch.iter().enumerate().all(|(i, m)| m == &[i as u8; 64][..]));
+        assert!(rx.segments.is_empty());
     }
 
     #[test]

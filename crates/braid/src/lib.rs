@@ -51,7 +51,7 @@ pub mod transfer_stream;
 
 pub use braid_core::Instant;
 pub use braid_link::LinkSpec;
-pub use braid_net::{Connection, ConnectionError, Endpoint, NetError, PathInfo, Program, Register};
+pub use braid_net::{Connection, ConnectionError, Endpoint, NetError, PathInfo, Program, RecvBatch, Register};
 pub use braid_proto::{CcAlgorithm, CloseReason, ConfigError, EndpointConfig, TransportConfig};
 
 /// The message-oriented middleware: a `Node` with the transport chosen

@@ -20,6 +20,37 @@ use crate::endpoint::{CloseReason, Event};
 
 impl Connection {
     pub(crate) fn send_message(&mut self, message: Bytes) -> Result<(), crate::SendError> {
+        self.check_sendable(message.len())?;
+        if !self.has_send_room() {
+            return Err(crate::SendError::Blocked(message));
+        }
+        self.send.push_tagged(message, self.user_tag);
+        self.queued_messages(1);
+        Ok(())
+    }
+
+    /// Queues copies of the messages of `msgs` from the first, as long as
+    /// the send buffer has room; how many. Nothing is queued if the
+    /// connection cannot send or any message is too large (checked first,
+    /// so that an error never leaves half a batch queued).
+    pub(crate) fn send_copies<M: AsRef<[u8]>>(&mut self, msgs: &[M]) -> Result<usize, crate::SendError> {
+        for m in msgs {
+            self.check_sendable(m.as_ref().len())?;
+        }
+        let mut n = 0;
+        for m in msgs {
+            if !self.has_send_room() {
+                break;
+            }
+            self.send.push_copy(m.as_ref(), self.user_tag);
+            n += 1;
+        }
+        self.queued_messages(n);
+        Ok(n)
+    }
+
+    /// The connection takes messages and one of `size` bytes is allowed.
+    fn check_sendable(&self, size: usize) -> Result<(), crate::SendError> {
         match &self.state {
             State::Handshaking | State::Established if !self.close_requested => {}
             _ => {
@@ -27,24 +58,35 @@ impl Connection {
                 return Err(crate::SendError::Closed(reason));
             }
         }
-        let size = message.len() as u64;
+        let size = size as u64;
         if size > self.config.max_message_size {
             return Err(crate::SendError::TooLarge { size, max: self.config.max_message_size });
         }
-        // Accept while any room is left, so a message larger than the buffer
-        // still flows without draining the pipe first; memory stays below
-        // send_buffer + max_message_size.
-        if self.send.buffered() >= self.config.send_buffer {
+        Ok(())
+    }
+
+    /// Accept while any room is left, so a message larger than the buffer
+    /// still flows without draining the pipe first; memory stays below
+    /// send_buffer + max_message_size. When full, the application hears
+    /// [`Event::Writable`] once there is room again.
+    fn has_send_room(&mut self) -> bool {
+        let room = self.send.buffered() < self.config.send_buffer;
+        if !room {
             self.want_writable = true;
-            return Err(crate::SendError::Blocked(message));
         }
-        self.send.push_tagged(message, self.user_tag);
-        self.stats.messages_sent += 1;
+        room
+    }
+
+    /// `n` messages were queued.
+    fn queued_messages(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.stats.messages_sent += n as u64;
         if let Some(mp) = &mut self.mp {
             mp.segments.carve(&mut self.send);
             mp.due = true;
         }
-        Ok(())
     }
 
     pub(crate) fn recv_message(&mut self) -> Result<Option<Bytes>, crate::RecvError> {
@@ -59,6 +101,21 @@ impl Connection {
             }
             _ => Ok(None),
         }
+    }
+
+    /// Moves up to `max` complete messages into `batch`; how many. After
+    /// the connection closed and every message was taken, the close
+    /// reason (as [`Connection::recv_message`]).
+    pub(crate) fn recv_batch(&mut self, batch: &mut crate::RecvBatch, max: usize) -> Result<usize, crate::RecvError> {
+        let n = self.recv.pop_batch(batch, max);
+        self.stats.messages_received += n as u64;
+        if n > 0 || max == 0 {
+            return Ok(n);
+        }
+        self.recv_message().map(|none| {
+            debug_assert!(none.is_none());
+            0
+        })
     }
 
     /// A DATA frame's bytes go into the receive stream. Returns whether new

@@ -24,14 +24,14 @@ use std::time::Duration;
 use braid::exon::NodeId;
 use braid::exon_net::{ExonSocket, Outcome, SocketConfig};
 use braid::node::{BasicAddress, BasicHeader, Message, Node, NodeAuth, NodeConfig, Transport as NodeTransport};
-use braid::{Connection, Endpoint, EndpointConfig};
+use braid::{Connection, Endpoint, EndpointConfig, RecvBatch};
 use bytes::Bytes;
-use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::super::exon::message::FrameReader;
 use super::super::stream::quic::{QuicConfigs, SERVER_NAME};
-use super::check::{message, put_frame};
+use super::check::{message, put, put_frame};
+use super::super::exon::message::MIN_SIZE;
 use super::Transport;
 use crate::fail;
 use crate::template::{ResultExt, TemplateError};
@@ -177,7 +177,7 @@ impl Listener {
             }
             Listener::Braid(e) => {
                 let conn = e.accept().await.context("braid server closed")?;
-                Kind::Braid(e, conn)
+                Kind::Braid(e, conn, RecvBatch::new())
             }
             Listener::Exon(sock) => Kind::Exon(ExonEnd::new(sock, None)),
             Listener::Node(node, t) => Kind::Node(NodeEnd { node, transport: t, header: None, received: Vec::new() }),
@@ -213,7 +213,7 @@ pub async fn connect(setup: &Setup, ip: std::net::IpAddr, addr: SocketAddr) -> R
         Transport::Braid => {
             let e = Endpoint::bind_with(any, setup.braid.1.clone()).context("braid client socket")?;
             let conn = e.connect(addr).await.context("braid connect")?;
-            Kind::Braid(e, conn)
+            Kind::Braid(e, conn, RecvBatch::new())
         }
         Transport::Exon => {
             let sock = Arc::new(ExonSocket::bind(any, setup.exon_config(0xa)).await.context("exon client socket")?);
@@ -261,7 +261,9 @@ pub fn congestion_control_of(s: &impl std::os::fd::AsRawFd) -> Result<String, Te
 
 enum Kind {
     Stream(Stream),
-    Braid(Endpoint, Connection),
+    /// The endpoint, its connection and the latest received batch (kept
+    /// for its capacity).
+    Braid(Endpoint, Connection, RecvBatch),
     Exon(ExonEnd),
     Node(NodeEnd),
 }
@@ -353,10 +355,16 @@ impl Wire {
                 }
                 s.wr.write_all(&self.scratch).await.context("stream write")?;
             }
-            Kind::Braid(_, conn) => {
+            Kind::Braid(_, conn, _) => {
                 // A run at once (one lock and one driver wake-up for as many
-                // as the send buffer takes), as the other transports get theirs.
-                conn.send_messages(ids.iter().map(|&id| message(id, size))).await.context("braid send")?;
+                // as the send buffer takes), framed into one buffer the
+                // application keeps, as the byte streams get theirs.
+                self.scratch.clear();
+                for &id in ids {
+                    put(&mut self.scratch, id, size);
+                }
+                let msgs: Vec<&[u8]> = self.scratch.chunks(size.max(MIN_SIZE)).collect();
+                conn.send_copies(&msgs).await.context("braid send")?;
             }
             Kind::Exon(e) => {
                 let peer = e.peer.context("Exon: no peer to send to yet")?;
@@ -390,18 +398,14 @@ impl Wire {
                     n += 1;
                 }
             }
-            Kind::Braid(_, conn) => {
-                let first = match tokio::time::timeout(TICK, conn.recv_message()).await {
+            Kind::Braid(_, conn, batch) => {
+                batch.clear();
+                match tokio::time::timeout(TICK, conn.recv_batch(batch, MAX_BATCH)).await {
                     Err(_) => return Ok(0),
                     Ok(r) => r.context("braid receive")?,
                 };
-                f(&first);
-                n += 1;
-                while n < MAX_BATCH {
-                    match conn.recv_message().now_or_never() {
-                        Some(r) => f(&r.context("braid receive")?),
-                        None => break,
-                    }
+                for m in batch.iter() {
+                    f(m);
                     n += 1;
                 }
             }
@@ -468,7 +472,7 @@ impl Wire {
                 }
                 None
             }
-            Kind::Braid(e, conn) => {
+            Kind::Braid(e, conn, _) => {
                 let _ = tokio::time::timeout(Duration::from_secs(2), conn.close()).await;
                 e.close();
                 None
