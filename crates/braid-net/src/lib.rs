@@ -36,7 +36,7 @@ mod socket;
 pub use braid_proto::progmp::{Program, Register};
 pub use braid_proto::{
     CcAlgorithm, CloseReason, ConnectionStats, EndpointConfig, EndpointStats, PathError, PathInfo, RecvBatch, TransportConfig,
-    MAX_PATHS,
+    MAX_PATHS, PACK_MAX_MESSAGE,
 };
 pub use bytes::Bytes;
 pub use connection::{CongestionParameters, Connection};

@@ -35,8 +35,16 @@ impl Link for BraidLink {
         self.conn.send_message(frame.frame()).await.map_err(|e| e.to_string())
     }
     async fn send_batch(&mut self, frames: &[&Encoded]) -> Result<(), String> {
-        let messages: Vec<bytes::Bytes> = frames.iter().map(|f| f.frame()).collect();
-        self.conn.send_messages(messages).await.map_err(|e| e.to_string())
+        // Small frames are copied into the connection's packs anyway: hand
+        // them over as slices (no `Bytes` per frame); large ones keep
+        // their buffers.
+        let sent = if frames.iter().all(|f| f.frame_len() <= braid_net::PACK_MAX_MESSAGE) {
+            self.conn.send_copies(frames).await
+        } else {
+            let messages: Vec<bytes::Bytes> = frames.iter().map(|f| f.frame()).collect();
+            self.conn.send_messages(messages).await
+        };
+        sent.map_err(|e| e.to_string())
     }
     fn acked(&self) -> Option<u64> {
         Some(self.conn.stats().stream_bytes_acked)
@@ -105,14 +113,21 @@ pub(crate) async fn accept_loop<H: Header>(core: Arc<Core<H>>, endpoint: braid_n
     }
 }
 
+/// Most messages taken from a connection at once.
+const RECV_BATCH: usize = 256;
+
 async fn serve<H: Header>(core: Arc<Core<H>>, conn: braid_net::Connection) {
     let mut shutdown = core.shutdown.clone();
+    let mut batch = braid_net::RecvBatch::new();
+    let mut msgs = Vec::new();
     loop {
+        batch.clear();
         tokio::select! {
-            m = conn.recv_message() => match m {
-                Ok(frame) => {
-                    core.counters.braid.on_received(frame.len());
-                    if core.receive_frame(frame, Transport::Braid).await.is_err() {
+            m = conn.recv_batch(&mut batch, RECV_BATCH) => match m {
+                Ok(n) => {
+                    core.counters.braid.on_received_many(n, batch.total_len());
+                    let frames = (0..n).filter_map(|i| batch.bytes(i));
+                    if core.receive_frames(frames, Transport::Braid, &mut msgs).await.is_err() {
                         return;
                     }
                 }

@@ -318,7 +318,9 @@ fn record_sent<L: Link>(
     }
     *sent_bytes += link.cost(len);
     notifier.sent();
-    if link.acked().is_some() && notifier.is_wanted() {
+    // Asking the link is not free (Braid's counters take the endpoint's
+    // lock): only for a notification that waits for it.
+    if notifier.is_wanted() && link.acked().is_some() {
         awaiting.0.push_back((*sent_bytes, notifier));
     }
 }

@@ -238,17 +238,20 @@ fn resolve<H>(notifier: Notifier, outcome: Outcome, core: &Core<H>) {
 /// Receive messages until the node shuts down.
 pub(crate) async fn recv_loop<H: Header>(core: Arc<Core<H>>, exon: Arc<Exon>) {
     let mut shutdown = core.shutdown.clone();
+    let (mut batch, mut msgs) = (Vec::new(), Vec::new());
     loop {
+        batch.clear();
         tokio::select! {
-            m = exon.socket.recv() => match m {
-                Some((_from, frame)) => {
-                    core.counters.exon.on_received(frame.len());
-                    if core.receive_frame(frame, Transport::Exon).await.is_err() {
-                        return;
-                    }
+            n = exon.socket.recv_many(&mut batch) => {
+                if n == 0 {
+                    return;
                 }
-                None => return,
-            },
+                let bytes = batch.iter().map(|(_, f)| f.len()).sum();
+                core.counters.exon.on_received_many(batch.len(), bytes);
+                if core.receive_frames(batch.drain(..).map(|(_, f)| f), Transport::Exon, &mut msgs).await.is_err() {
+                    return;
+                }
+            }
             _ = crate::node::stopped(&mut shutdown) => return,
         }
     }

@@ -59,12 +59,25 @@ impl<H> Core<H> {
 }
 
 impl<H: Header> Core<H> {
-    /// A frame from a reliable transport: decode and queue it, waiting
-    /// for room. Malformed frames are dropped and counted.
-    pub(crate) async fn receive_frame(&self, frame: Bytes, transport: Transport) -> Result<(), NodeGone> {
-        let Some(msg) = self.decode(frame, transport) else { return Ok(()) };
-        self.rule_event(msg.header().source().as_socket(), crate::rules::NodeEvent::Received);
-        match self.inbox.deliver(msg, &self.counters).await {
+    /// Frames received together over a reliable transport, in order:
+    /// decoded and queued, waiting for room, with one reservation of
+    /// queue room per run of messages to the same queue (issue 23).
+    /// Malformed frames are dropped and counted, as are messages to an
+    /// unknown vnode (by the inbox). `msgs` is scratch space, left empty.
+    pub(crate) async fn receive_frames(
+        &self,
+        frames: impl IntoIterator<Item = Bytes>,
+        transport: Transport,
+        msgs: &mut Vec<Message<H>>,
+    ) -> Result<(), NodeGone> {
+        msgs.clear();
+        for frame in frames {
+            if let Some(msg) = self.decode(frame, transport) {
+                self.rule_event(msg.header().source().as_socket(), crate::rules::NodeEvent::Received);
+                msgs.push(msg);
+            }
+        }
+        match self.inbox.deliver_many(msgs, &self.counters).await {
             Err(FailReason::NodeClosed) => Err(NodeGone),
             // Unknown vnode: dropped and counted by the inbox.
             _ => Ok(()),

@@ -81,6 +81,11 @@ impl TransportCounters {
         self.messages_sent.fetch_add(1, Ordering::Relaxed);
         self.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
     }
+    /// `messages` received together, `bytes` in all.
+    pub(crate) fn on_received_many(&self, messages: usize, bytes: usize) {
+        self.messages_received.fetch_add(messages as u64, Ordering::Relaxed);
+        self.bytes_received.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
     pub(crate) fn on_received(&self, bytes: usize) {
         self.messages_received.fetch_add(1, Ordering::Relaxed);
         self.bytes_received.fetch_add(bytes as u64, Ordering::Relaxed);

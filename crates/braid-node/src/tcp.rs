@@ -490,23 +490,28 @@ pub fn decode_frame<H: Header>(frame: Bytes) -> Result<Message<H>, WireError> {
 async fn serve<H: Header>(core: Arc<Core<H>>, mut rd: Reader) -> Ended {
     let mut frames = TcpFrames::new(core.max_frame_size);
     let mut shutdown = core.shutdown.clone();
+    let (mut complete, mut msgs) = (Vec::new(), Vec::new());
     loop {
-        // Every complete frame read so far, in order.
-        loop {
+        // Every complete frame read so far, in order, delivered together.
+        let broken = loop {
             match frames.next_frame() {
-                Ok(Some(frame)) => {
-                    core.counters.tcp.on_received(frame.len());
-                    if core.receive_frame(frame, Transport::Tcp).await.is_err() {
-                        return Ended::NodeClosed;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    // The stream cannot be re-synchronised: drop the connection.
-                    bump(&core.counters.malformed_frames);
-                    return Ended::Connection(e.to_string());
-                }
+                Ok(Some(frame)) => complete.push(frame),
+                Ok(None) => break None,
+                // The stream cannot be re-synchronised: drop the connection
+                // (after delivering the frames before the bad one).
+                Err(e) => break Some(e),
             }
+        };
+        if !complete.is_empty() {
+            let bytes = complete.iter().map(Bytes::len).sum();
+            core.counters.tcp.on_received_many(complete.len(), bytes);
+            if core.receive_frames(complete.drain(..), Transport::Tcp, &mut msgs).await.is_err() {
+                return Ended::NodeClosed;
+            }
+        }
+        if let Some(e) = broken {
+            bump(&core.counters.malformed_frames);
+            return Ended::Connection(e.to_string());
         }
         let pending = frames.pending();
         tokio::select! {

@@ -63,6 +63,13 @@ impl Encoded {
     }
 }
 
+/// The frame without the prefix, borrowed.
+impl AsRef<[u8]> for Encoded {
+    fn as_ref(&self) -> &[u8] {
+        &self.0[PREFIX..]
+    }
+}
+
 /// Encode a frame.
 pub(crate) fn encode<H: Header>(header: &H, kind: BodyKind, body: &[u8]) -> Result<Encoded, SendError> {
     let h = postcard::to_allocvec(header).map_err(|e| SendError::Encode { what: "header", reason: e.to_string() })?;

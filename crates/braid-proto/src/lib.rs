@@ -88,4 +88,5 @@ pub use endpoint::{
     MAX_STATELESS_QUEUED,
 };
 pub use recv_batch::RecvBatch;
+pub use send_stream::PACK_MAX_MESSAGE;
 pub use stats::{ConnectionStats, EndpointStats, PathInfo, SentPacketInfo};
