@@ -23,6 +23,10 @@
 //!
 //! An exclusive experiment is queued once every started experiment has
 //! finished, and nothing is queued beside it.
+//!
+//! With [`RunOptions::interrupt`] set, the loop wakes at least every
+//! [`POLL`] to look at it; once requested, [`stop`] ends the run (see
+//! [`super::interrupt`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -31,14 +35,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::execute::{Job, Outcome};
+use super::execute::{reclaim_testbeds, Job, Outcome};
+use super::interrupt::{Interrupt, Stopper, POLL, STOP_WAIT};
 use super::pool::{Done, Pool, Task};
 use super::progress::Progress;
 use super::provenance::{host_name, BRAID_VERSION, GIT_COMMIT};
 use super::sink::Batching;
 use super::store_api::{ExperimentStatus, FinishedExperiment};
 use super::summary::{OverheadStats, RunSummary};
-use super::{ResultSink, RunError, RunOptions, TemplateLookup, IN_PROCESS_GRACE};
+use super::{ResultSink, RunError, RunOptions, TemplateLookup, IN_PROCESS_GRACE, KILL_GRACE};
 use crate::plan::PlannedExperiment;
 use crate::template::Template;
 
@@ -112,10 +117,18 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
     let mut flight = Flight::default();
     let mut next = 0;
     let mut batch = Batch::default();
+    // How many running experiments an interrupt stopped.
+    let mut interrupted = None;
     loop {
         // Everything that finished meanwhile joins the batch.
         while let Ok(done) = rx.try_recv() {
             batch.arrived(done, &mut flight);
+        }
+        if let Some(interrupt) = options.interrupt.as_ref().filter(|i| i.is_requested()) {
+            // What finished before this point is stored (the batch above);
+            // what runs now is stopped and not stored.
+            interrupted = Some(stop(&mut pool, &rx, &mut flight, &mut scheduler, sink, &mut batch, interrupt));
+            break;
         }
         let now = Instant::now();
         for (index, outcome) in pool.give_up_overdue(now) {
@@ -182,6 +195,9 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
         if let Some(at) = pool.next_give_up() {
             wake = wake.min(at);
         }
+        if options.interrupt.is_some() {
+            wake = wake.min(now + POLL);
+        }
         if let Ok(done) = rx.recv_timeout(wake.saturating_duration_since(now)) {
             batch.arrived(done, &mut flight);
         }
@@ -195,14 +211,68 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
     if let Some(e) = scheduler.error {
         return Err(e);
     }
+    if let Some(stopped) = interrupted {
+        return Err(RunError::Interrupted { stopped, stored: scheduler.summary.ran });
+    }
     let mut summary = scheduler.summary;
     summary.elapsed_s = began.elapsed().as_secs_f64();
     summary.overhead = OverheadStats::from_samples(&scheduler.overheads);
     Ok(summary)
 }
 
+/// Stop the run (see [`super::interrupt`]): take back what is queued,
+/// store the finished experiments' batch, end the running experiments
+/// (SIGTERM, SIGKILL after [`KILL_GRACE`], or at once on a second request)
+/// and drop their outcomes, kill what they left behind, and reclaim
+/// emulator testbeds. Returns how many running experiments were stopped.
+/// Takes at most about `KILL_GRACE + STOP_WAIT`, plus the store call.
+fn stop<S: ResultSink + ?Sized>(
+    pool: &mut Pool,
+    rx: &mpsc::Receiver<Done>,
+    flight: &mut Flight,
+    scheduler: &mut Scheduler<'_>,
+    sink: &mut S,
+    batch: &mut Batch,
+    interrupt: &Interrupt,
+) -> usize {
+    for Task { job, .. } in pool.cancel_queued() {
+        flight.cancelled(&job.experiment);
+        scheduler.progress.cancelled();
+    }
+    let stopped = flight.unfinished;
+    let mut stopper = Stopper::new(pool.running_work_dirs());
+    let began = Instant::now();
+    let mut killed_at = None;
+    let signal = |stopper: &mut Stopper, killed_at: &mut Option<Instant>| {
+        if killed_at.is_some() || interrupt.is_urgent() || began.elapsed() >= KILL_GRACE {
+            killed_at.get_or_insert_with(Instant::now);
+            stopper.kill();
+        } else {
+            stopper.terminate();
+        }
+    };
+    signal(&mut stopper, &mut killed_at);
+    // Signalled first, stored next: the grace runs meanwhile.
+    scheduler.store(sink, batch, flight);
+    while flight.unfinished > 0 && killed_at.is_none_or(|at| at.elapsed() < STOP_WAIT) {
+        if let Ok(Done { experiment, .. }) = rx.recv_timeout(POLL) {
+            flight.cancelled(&experiment);
+            scheduler.progress.cancelled();
+        }
+        // Again: a worker spawned just as the request came shows its
+        // records variable only once it has exec'd.
+        signal(&mut stopper, &mut killed_at);
+    }
+    let abandoned = pool.abandon_running();
+    let leftovers = stopper.kill_leftovers();
+    reclaim_testbeds();
+    tracing::info!(stopped, abandoned, leftovers, "run interrupted");
+    stopped
+}
+
 impl Flight {
-    /// A queued experiment was taken back before it started.
+    /// A queued experiment was taken back before it started (or a stopped
+    /// one's outcome is dropped).
     fn cancelled(&mut self, experiment: &PlannedExperiment) {
         self.open -= 1;
         self.unfinished -= 1;
@@ -233,7 +303,7 @@ fn sweep_stale(root: &Path, pending: &[&PlannedExperiment]) {
     let killed = super::orphans::kill_orphans(Path::new("/proc"), &records);
     if killed > 0 {
         tracing::info!(killed, "killed what a killed runner's experiments left running");
-        super::execute::reclaim_testbeds();
+        reclaim_testbeds();
     }
     for dir in stale {
         remove_work_dir(&dir);

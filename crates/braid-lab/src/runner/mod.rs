@@ -28,7 +28,12 @@
 //! - a failed, panicking or timed-out experiment is stored with its status,
 //!   exit code, error and the tail of its stderr, and the study goes on;
 //! - every stored experiment carries its start and end time, the host, the
-//!   Braid version and the git commit the lab was built at.
+//!   Braid version and the git commit the lab was built at;
+//! - an [`Interrupt`] in [`RunOptions::interrupt`] stops the run from
+//!   outside (the CLI requests it on SIGINT and SIGTERM): the running
+//!   experiments are ended with everything they started and are not
+//!   stored, and the run returns [`RunError::Interrupted`] (see
+//!   [`interrupt`]).
 //!
 //! Where an experiment runs ([`Isolation`]): in process, or in a worker
 //! process (`braid lab worker SPEC`, see [`worker`]) that the runner can
@@ -100,6 +105,7 @@
 //! ```
 
 mod execute;
+pub mod interrupt;
 mod local;
 pub mod logs;
 mod orphans;
@@ -119,6 +125,7 @@ use crate::plan::PlannedExperiment;
 use crate::record::Record;
 use crate::template::Template;
 
+pub use self::interrupt::Interrupt;
 pub use self::sink::{Batching, MemorySink, MemorySinkError, ResultSink};
 use self::store_api::ExperimentStatus;
 pub use self::summary::{OverheadStats, RunSummary};
@@ -201,6 +208,11 @@ pub struct RunOptions {
     pub keep_work_dirs: bool,
     /// Where experiments run: this machine (default) or a Slurm cluster.
     pub executor: Executor,
+    /// Requested to stop the run ([`interrupt`]): the running experiments
+    /// are ended and not stored, and the run returns
+    /// [`RunError::Interrupted`] (Slurm: [`slurm::SlurmError::Interrupted`],
+    /// the arrays keep running). `None`: nothing can stop it but the end.
+    pub interrupt: Option<Interrupt>,
 }
 
 impl RunOptions {
@@ -216,6 +228,7 @@ impl RunOptions {
             work_root: work_root.into(),
             keep_work_dirs: false,
             executor: Executor::Local,
+            interrupt: None,
         }
     }
 
@@ -277,6 +290,24 @@ pub enum RunError {
     /// arrays keep running: running the study again adopts them.
     #[error("slurm: {0}")]
     Slurm(#[from] slurm::SlurmError),
+    /// [`RunOptions::interrupt`] was requested: the experiments that were
+    /// running were ended and not stored; those that finished before are.
+    /// Running the study again runs what is missing.
+    #[error("interrupted: stopped {stopped} running experiments (not stored), {stored} stored; run again to resume")]
+    Interrupted {
+        /// Experiments that were running and were ended.
+        stopped: usize,
+        /// Experiments this run stored (ok, failed or timed out).
+        stored: usize,
+    },
+}
+
+impl RunError {
+    /// Whether the run stopped because [`RunOptions::interrupt`] was
+    /// requested (on either executor).
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, RunError::Interrupted { .. } | RunError::Slurm(slurm::SlurmError::Interrupted))
+    }
 }
 
 /// Run the experiments of `plan` that `sink` does not hold yet for study

@@ -49,8 +49,9 @@ pub(crate) fn kill_orphans(proc: &Path, records: &HashSet<OsString>) -> usize {
 }
 
 /// The pids under `proc` whose environment sets `BRAID_LAB_RECORDS` to one
-/// of `records`.
-fn scan(proc: &Path, records: &HashSet<OsString>) -> Vec<libc::pid_t> {
+/// of `records` (also how an interrupted run finds its experiments'
+/// processes, see [`super::interrupt`]).
+pub(crate) fn scan(proc: &Path, records: &HashSet<OsString>) -> Vec<libc::pid_t> {
     let me = std::process::id() as libc::pid_t;
     let Ok(entries) = std::fs::read_dir(proc) else { return Vec::new() };
     let mut found = Vec::new();

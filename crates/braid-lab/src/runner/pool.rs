@@ -148,6 +148,34 @@ impl Pool {
             .min()
     }
 
+    /// The work directories of the running experiments.
+    pub fn running_work_dirs(&self) -> Vec<PathBuf> {
+        self.workers
+            .iter()
+            .filter_map(|w| match &*lock(&w.activity) {
+                Activity::Running { work_dir, .. } => Some(work_dir.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Stop waiting for every running experiment (an interrupted run that
+    /// waited long enough): their results are dropped and their threads
+    /// left to end by themselves, not joined when the pool is dropped.
+    /// Returns how many there were.
+    pub fn abandon_running(&mut self) -> usize {
+        let before = self.workers.len();
+        self.workers.retain(|w| {
+            let mut activity = lock(&w.activity);
+            let running = matches!(*activity, Activity::Running { .. });
+            if running {
+                *activity = Activity::Abandoned;
+            }
+            !running
+        });
+        before - self.workers.len()
+    }
+
     /// Give up on every experiment past its [`Job::give_up_at`] at `now`:
     /// its outcome (timed out) for the scheduler, and a new thread in its
     /// thread's place.
@@ -207,7 +235,7 @@ fn work(shared: &Shared, activity: &Mutex<Activity>, done: &Sender<Done>) {
     loop {
         let task = {
             let mut queue = lock(&shared.queue);
-            loop {
+            let task = loop {
                 if let Some(task) = queue.tasks.pop_front() {
                     break task;
                 }
@@ -215,16 +243,20 @@ fn work(shared: &Shared, activity: &Mutex<Activity>, done: &Sender<Done>) {
                     return;
                 }
                 queue = shared.ready.wait(queue).unwrap_or_else(|poisoned| poisoned.into_inner());
-            }
-        };
-        let began = Instant::now();
-        *lock(activity) = Activity::Running {
-            index: task.index,
-            started: unix_now(),
-            began,
-            give_up_at: task.job.give_up_at(began),
-            timeout: task.job.experiment.timeout,
-            work_dir: task.job.work_dir.clone(),
+            };
+            // Running before the queue is unlocked: a task is always
+            // either queued or seen running (an interrupted run stops
+            // what runs and takes back what is queued, and misses none).
+            let began = Instant::now();
+            *lock(activity) = Activity::Running {
+                index: task.index,
+                started: unix_now(),
+                began,
+                give_up_at: task.job.give_up_at(began),
+                timeout: task.job.experiment.timeout,
+                work_dir: task.job.work_dir.clone(),
+            };
+            task
         };
         // `execute` catches the template's panics; this catches the
         // runner's own, so the scheduler always hears back.
@@ -337,6 +369,29 @@ mod tests {
         assert_eq!(rx.recv().unwrap().experiment.id, "e0");
         drop(pool);
         assert!(rx.try_recv().is_err(), "nothing else ran");
+    }
+
+    #[test]
+    fn running_experiments_are_seen_and_can_be_abandoned() {
+        let t = sleepy(300);
+        let (tx, rx) = mpsc::channel();
+        let mut pool = Pool::new(2, tx);
+        for i in 0..3 {
+            pool.submit(task(i, &t, Duration::from_secs(10)));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let mut dirs = pool.running_work_dirs();
+        dirs.sort();
+        assert_eq!(dirs, [task(0, &t, Duration::ZERO).job.work_dir, task(1, &t, Duration::ZERO).job.work_dir]);
+        assert_eq!(pool.cancel_queued().len(), 1);
+        assert_eq!(pool.abandon_running(), 2);
+        assert_eq!(pool.size(), 0);
+        assert!(pool.running_work_dirs().is_empty());
+        let dropped = Instant::now();
+        drop(pool);
+        assert!(dropped.elapsed() < Duration::from_millis(200), "dropping the pool waited for abandoned threads");
+        std::thread::sleep(Duration::from_millis(400));
+        assert!(rx.try_recv().is_err(), "abandoned results are dropped");
     }
 
     #[test]

@@ -142,7 +142,10 @@ pub(crate) fn run<S: ResultSink + ?Sized>(
         if state.waiting.is_empty() {
             break Ok(());
         }
-        if slurm.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst)) {
+        // Interrupted: the arrays keep running and are adopted on resume.
+        if slurm.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst))
+            || options.interrupt.as_ref().is_some_and(|i| i.is_requested())
+        {
             break Err(SlurmError::Interrupted);
         }
         if last_queue.elapsed() >= slurm.queue_interval {

@@ -77,7 +77,9 @@ pub struct SlurmOptions {
     pub lost_grace: Duration,
     /// Set to stop the runner: it stores what it has ingested and returns
     /// [`SlurmError::Interrupted`], leaving the arrays running (the next
-    /// run adopts them), as a killed runner does.
+    /// run adopts them), as a killed runner does. A requested
+    /// [`RunOptions::interrupt`](crate::runner::RunOptions::interrupt) does
+    /// the same.
     pub cancel: Option<Arc<AtomicBool>>,
 }
 
