@@ -3,13 +3,15 @@
 //! Owns: [`Instant`], the point in time that sans-IO state machines are
 //! handed (virtual time in `braid-sim`, a monotonic clock in `braid-net`),
 //! and [`Rng`], the seeded random generator every protocol takes instead of
-//! a thread RNG; and [`diag`], how Braid's small languages (ProgMP, ECA
-//! rules) print their errors.
+//! a thread RNG; [`diag`], how Braid's small languages (ProgMP, ECA
+//! rules) print their errors; and [`pool`], reusable byte buffers handed
+//! out as `Bytes` (received messages, file-transfer chunks).
 //!
 //! Must not depend on: any other Braid crate, tokio, sockets, or the system
 //! clock. Protocol crates may only *receive* time, never read it.
 
 pub mod diag;
+pub mod pool;
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub};

@@ -15,10 +15,12 @@
 //! costs one reference-count change, not twenty (issue 23).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
+use braid_core::pool::BufferPool;
 use bytes::Bytes;
 
-use crate::message_pool::MessagePool;
+use crate::message_pool::message_pool;
 use crate::recv_batch::RecvBatch;
 
 /// Stream offset below which a peer may send before it has heard our
@@ -77,7 +79,7 @@ pub struct RecvStream {
     /// Highest limit announced to the peer.
     announced: u64,
     /// Buffers for messages that span packets, reused once read.
-    pool: MessagePool,
+    pool: Arc<BufferPool>,
 }
 
 impl RecvStream {
@@ -94,7 +96,7 @@ impl RecvStream {
             window,
             max_message_size,
             announced: INITIAL_MAX_DATA,
-            pool: MessagePool::default(),
+            pool: message_pool(),
         }
     }
 
@@ -256,7 +258,7 @@ impl RecvStream {
                         self.parse = Parse::Prefix { buf: [0; 8], have: 0 };
                     } else {
                         let cap = len.min(16 << 20) as usize;
-                        self.parse = Parse::Body { remaining: len, buf: self.pool.take(cap), stream_len };
+                        self.parse = Parse::Body { remaining: len, buf: self.pool.take_empty(cap), stream_len };
                     }
                 }
                 Parse::Body { remaining, buf, stream_len } => {
@@ -265,7 +267,7 @@ impl RecvStream {
                     pos += n;
                     *remaining -= n as u64;
                     if *remaining == 0 {
-                        let msg = self.pool.freeze(std::mem::take(buf));
+                        let msg = self.pool.bytes(std::mem::take(buf));
                         let stream_len = *stream_len;
                         let end = msg.len();
                         self.segments.push_back(msg);

@@ -368,7 +368,7 @@ async fn read_frame_in<R: AsyncRead + Unpin>(
     };
     let body = match pool {
         Some(pool) => {
-            let mut body = pool.take(len as usize);
+            let mut body = pool.take_len(len as usize);
             reader.read_exact(&mut body).await.map_err(truncated)?;
             pool.bytes(body)
         }

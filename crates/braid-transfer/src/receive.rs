@@ -395,7 +395,7 @@ async fn session_inner<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
         }),
         journal: Mutex::new(Some(prepared.journal)),
         staging: StagingArea::new(staging),
-        buffers: BufferPool::for_chunks(staging.chunk_size(), staging.cap()),
+        buffers: crate::buffer::chunk_pool(staging.chunk_size(), staging.cap()),
         slots: WorkerSlots::new(0),
         meter: BusyMeter::default(),
         refetched: AtomicU64::new(0),

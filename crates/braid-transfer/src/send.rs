@@ -269,7 +269,7 @@ pub async fn send<P: AsRef<Path>>(
         work: Notify::new(),
         done: AtomicBool::new(false),
         staging: StagingArea::new(staging),
-        buffers: BufferPool::for_chunks(staging.chunk_size(), staging.cap()),
+        buffers: crate::buffer::chunk_pool(staging.chunk_size(), staging.cap()),
         read_slots: WorkerSlots::new(0),
         net_slots: WorkerSlots::new(0),
         read_meter: BusyMeter::default(),
@@ -564,7 +564,7 @@ async fn reader(shared: &Arc<Shared>, slot: usize) -> Result<(), TransferError> 
 /// Reads one planned chunk's segments and hashes them; checks that no source changed.
 fn read_chunk(shared: &Shared, index: usize) -> Result<Chunk, TransferError> {
     let planned = &shared.plan.chunks[index];
-    let mut data = shared.buffers.take(planned.len as usize);
+    let mut data = shared.buffers.take_len(planned.len as usize);
     let mut at = 0usize;
     // A bundle's files mostly share a directory: it is opened once and each file relative to it,
     // not looked up from the root again per file (path walks were a fifth of the sender's CPU on
