@@ -225,8 +225,14 @@ impl RecvStream {
                             pos = bytes.len();
                             continue;
                         }
-                        let len = crate::wire::read_varint(&mut &bytes[pos..pos + need], "message length")
-                            .map_err(|_| StreamError::TooLarge { size: u64::MAX, max: self.max_message_size })?;
+                        // A one-byte prefix (messages under 64 bytes) is the
+                        // length itself.
+                        let len = if need == 1 {
+                            u64::from(bytes[pos])
+                        } else {
+                            crate::wire::read_varint(&mut &bytes[pos..pos + need], "message length")
+                                .map_err(|_| StreamError::TooLarge { size: u64::MAX, max: self.max_message_size })?
+                        };
                         pos += need;
                         (len, need)
                     } else {

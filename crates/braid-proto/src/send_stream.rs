@@ -165,7 +165,12 @@ impl SendStream {
             self.messages.push_back(Message { offset: self.end, user, body: Body::Packed(v) });
         }
         if let Some(Message { body: Body::Packed(v), .. }) = self.messages.back_mut() {
-            v.extend_from_slice(&prefix[..prefix_len]);
+            // A one-byte prefix is pushed, not copied (a call to memcpy
+            // per message otherwise).
+            match prefix_len {
+                1 => v.push(prefix[0]),
+                _ => v.extend_from_slice(&prefix[..prefix_len]),
+            }
             v.extend_from_slice(data);
         }
         self.end += need as u64;
