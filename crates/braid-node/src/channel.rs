@@ -248,13 +248,31 @@ impl Channels {
                     }
                 }
             };
-            while let Some(out) = held.take().or_else(|| outs.next()) {
-                if let Err(mpsc::error::SendError(back)) = tx.send(out).await {
-                    held = Some(back);
+            // Room for as many as the queue holds at once, reserved in one
+            // go (issue 23: a run of small messages pays one semaphore
+            // acquisition, not one per message). A closed queue consumes
+            // nothing.
+            let mut closed = false;
+            loop {
+                let left = outs.len() + usize::from(held.is_some());
+                if left == 0 {
                     break;
                 }
+                match tx.reserve_many(left.min(env.queue)).await {
+                    Ok(permits) => {
+                        for permit in permits {
+                            if let Some(out) = held.take().or_else(|| outs.next()) {
+                                permit.send(out);
+                            }
+                        }
+                    }
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
             }
-            if held.is_none() {
+            if !closed {
                 return;
             }
             if *env.shutdown.borrow() {

@@ -72,7 +72,18 @@ impl AsRef<[u8]> for Encoded {
 
 /// Encode a frame.
 pub(crate) fn encode<H: Header>(header: &H, kind: BodyKind, body: &[u8]) -> Result<Encoded, SendError> {
-    let h = postcard::to_allocvec(header).map_err(|e| SendError::Encode { what: "header", reason: e.to_string() })?;
+    // Headers are small: serialized on the stack, without an allocation
+    // per message; a larger one goes to the heap.
+    let mut stack = [0u8; 256];
+    let heap;
+    let h: &[u8] = match postcard::to_slice(header, &mut stack) {
+        Ok(h) => h,
+        Err(postcard::Error::SerializeBufferFull) => {
+            heap = postcard::to_allocvec(header).map_err(|e| SendError::Encode { what: "header", reason: e.to_string() })?;
+            &heap
+        }
+        Err(e) => return Err(SendError::Encode { what: "header", reason: e.to_string() }),
+    };
     let mut out = BytesMut::with_capacity(PREFIX + 1 + 5 + h.len() + 9 + body.len());
     out.put_u32(0);
     out.put_u8(VERSION);
@@ -86,7 +97,7 @@ pub(crate) fn encode<H: Header>(header: &H, kind: BodyKind, body: &[u8]) -> Resu
         }
         out.put_u8(byte | 0x80);
     }
-    out.put_slice(&h);
+    out.put_slice(h);
     match kind {
         BodyKind::Raw => out.put_u8(KIND_RAW),
         BodyKind::Typed(id) => {
@@ -169,6 +180,20 @@ mod tests {
         let m = Message::from_wire(h2, body);
         assert!(!m.is_unserialized());
         assert_eq!(m.decode::<T1>().unwrap().1, T1 { a: 5, b: "x".into() });
+    }
+
+    /// A header too large for the stack buffer is serialized on the heap,
+    /// and round-trips all the same.
+    #[test]
+    fn large_headers_round_trip() {
+        let a = BasicAddress::new("127.0.0.1:9".parse().unwrap());
+        let hops: Vec<BasicAddress> = (0..60u16).map(|i| BasicAddress::new(([10, 0, 0, 1], 1000 + i).into())).collect();
+        let h = crate::RoutingHeader::routed(a, a, hops, Transport::Braid);
+        assert!(postcard::to_allocvec(&h).unwrap().len() > 256, "the test needs a header over 256 bytes");
+        let f = encode(&h, BodyKind::Raw, b"body").unwrap().frame();
+        let (h2, body) = decode::<crate::RoutingHeader>(f).unwrap();
+        assert_eq!(postcard::to_allocvec(&h2).unwrap(), postcard::to_allocvec(&h).unwrap());
+        assert_eq!(&Message::from_wire(h2, body).raw_bytes().unwrap()[..], b"body");
     }
 
     proptest! {
