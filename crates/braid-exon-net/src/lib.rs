@@ -862,8 +862,13 @@ impl Driver {
         self.node.poll_events(&mut events);
         // One journal position covers the whole batch: the last `Taken`.
         let seq = self.node.journal_seq();
-        let mut received = Vec::new();
-        let mut outcomes = Vec::new();
+        // Sized at once: a wake-up may hand over thousands of messages.
+        let n_received = events
+            .iter()
+            .filter(|e| matches!(e, Event::Received { .. }))
+            .count();
+        let mut received = Vec::with_capacity(n_received);
+        let mut outcomes = Vec::with_capacity(events.len() - n_received);
         for ev in events.drain(..) {
             match ev {
                 Event::Received { from, data } => received.push((from, data)),

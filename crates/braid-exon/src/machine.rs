@@ -14,7 +14,7 @@
 //!
 //! Comments `(l. N)` refer to the line numbers of Algorithm 1.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 
 use braid_core::Instant;
@@ -22,11 +22,15 @@ use bytes::Bytes;
 
 use crate::clock::Clock;
 use crate::journal::Record;
-use crate::wire::{Frame, CLOCK_MAX, MAX_LIST, MAX_MESSAGE, MAX_RANGES};
+use crate::wire::{self, Frame, CLOCK_MAX, MAX_LIST, MAX_MESSAGE, MAX_RANGES};
 use crate::{MessageId, NodeId};
 
 mod durable;
+mod slot_map;
+mod slot_set;
 use durable::Journal;
+use slot_map::SlotMap;
+use slot_set::SlotSet;
 pub use durable::{DurablePartial, DurableReceiver, DurableSender, DurableState, RestoreError};
 
 /// Limits and sizes of a [`Machine`].
@@ -85,10 +89,15 @@ impl Default for MachineConfig {
 /// empty sets and counters: an upper estimate), see
 /// [`MachineConfig::max_reserved_bytes`].
 pub const RECORD_BYTES: u64 = 256;
-/// Bytes of reservation a live or pinned slot counts for: a `u64` in a
-/// B-tree set, whose nodes hold 5 to 11 keys with their edges, so at most
-/// about 40 bytes a key.
-pub const SLOT_BYTES: u64 = 40;
+/// Bytes of reservation a live or pinned slot counts for: an upper bound.
+/// Slots are kept as runs (16 bytes each, in a deque whose capacity stays
+/// within four times its length), and a set scattered by tokens consumed
+/// out of order has at most one run per slot: at most 64 bytes a slot.
+/// The usual contiguous runs cost a few bytes per thousand slots, so the
+/// budget [`MachineConfig::max_reserved_bytes`] is met with room to spare;
+/// the default (64 MiB) still grants a million slots, sixteen senders at
+/// the largest window.
+pub const SLOT_BYTES: u64 = 64;
 
 /// Why [`Machine::send`] refused a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -287,8 +296,8 @@ struct SendRec {
     /// incarnation its slots live in.
     env: Range<u64>,
     env_rck: u64,
-    /// `tok` (l. 9).
-    tok: BTreeMap<u64, Token>,
+    /// `tok` (l. 9), by slot: made in ascending order.
+    tok: SlotMap<Token>,
     /// Fragments to send, `(s, fragment)`; stale entries skipped.
     ready: VecDeque<(u64, u32)>,
     /// Window `N` for this peer (l. 17), set from the measured BDP.
@@ -308,7 +317,7 @@ impl SendRec {
             msg: VecDeque::new(),
             env: sck..sck,
             env_rck: 0,
-            tok: BTreeMap::new(),
+            tok: SlotMap::default(),
             ready: VecDeque::new(),
             window,
             request: None,
@@ -324,8 +333,8 @@ impl SendRec {
         // Tokens are made from the lowest envelopes, so every token lies
         // below every envelope, and an empty `env` starts at `sck`.
         self.tok
-            .first_key_value()
-            .map_or(self.env.start, |(&s, _)| s.min(self.env.start))
+            .first()
+            .map_or(self.env.start, |(s, _)| s.min(self.env.start))
     }
 
     fn env_len(&self) -> u64 {
@@ -385,11 +394,11 @@ struct RecvRec {
     /// `rck` (l. 13): this incarnation.
     rck: u64,
     /// `slt` (l. 14): unconsumed slots.
-    slt: BTreeSet<u64>,
+    slt: SlotSet,
     /// Consumed slots at or above `frontier`: the sender may still hold
     /// their tokens (its ACK may be lost), so the record is *pinned* and
     /// may not be forgotten until the frontier passes them.
-    consumed: BTreeSet<u64>,
+    consumed: SlotSet,
     /// Highest garbage-collection frontier `l` received.
     frontier: u64,
     /// Reassembly of fragmented tokens, by slot.
@@ -409,8 +418,8 @@ impl RecvRec {
     /// the new frontier `l`; returns the reassembly bytes freed.
     fn raise_frontier(&mut self, l: u64) -> u64 {
         self.frontier = l;
-        self.slt = self.slt.split_off(&l);
-        self.consumed = self.consumed.split_off(&l);
+        self.slt.remove_below(l);
+        self.consumed.remove_below(l);
         let kept = self.partial.split_off(&l);
         let freed = self.partial.values().map(|p| p.data.len() as u64).sum();
         self.partial = kept;
@@ -498,7 +507,76 @@ impl std::ops::DerefMut for Counters {
 
 /// Live and pinned slots of a receiver record.
 fn slot_count(c: &RecvRec) -> u64 {
-    (c.slt.len() + c.consumed.len()) as u64
+    c.slt.len() + c.consumed.len()
+}
+
+/// Byte range of fragment `i` of a `total`-byte message cut every
+/// `frag_len` bytes.
+fn fragment_bounds(i: u32, frag_len: usize, total: usize) -> (usize, usize) {
+    let start = (i as usize).saturating_mul(frag_len).min(total);
+    (start, start.saturating_add(frag_len).min(total))
+}
+
+/// A TOKEN fragment taken for transmission: token `(s, r)`, bytes `range`
+/// of its message.
+struct Fragment<'a> {
+    s: u64,
+    r: u64,
+    message: &'a Bytes,
+    range: Range<usize>,
+}
+
+/// The frames that list slots of one incarnation (l. 81 and the answers
+/// for forgotten incarnations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotList {
+    Ack,
+    Nack,
+    Stale,
+}
+
+impl SlotList {
+    fn frame(self, r: u64, slots: Vec<u64>) -> Frame {
+        match self {
+            SlotList::Ack => Frame::Ack { r, slots },
+            SlotList::Nack => Frame::Nack { r, slots },
+            SlotList::Stale => Frame::Stale { r, slots },
+        }
+    }
+
+    /// The incarnation and slots of `f`, if it is a list of this kind.
+    fn of(self, f: &mut Frame) -> Option<(u64, &mut Vec<u64>)> {
+        match (self, f) {
+            (SlotList::Ack, Frame::Ack { r, slots })
+            | (SlotList::Nack, Frame::Nack { r, slots })
+            | (SlotList::Stale, Frame::Stale { r, slots }) => Some((*r, slots)),
+            _ => None,
+        }
+    }
+}
+
+/// Removes token `s` of incarnation `r` from `c`, reporting its
+/// transmissions to the transmitter.
+fn settle_token(
+    c: &mut SendRec,
+    feedback: &mut VecDeque<Feedback>,
+    peer: NodeId,
+    s: u64,
+    r: u64,
+    acked: bool,
+) -> Option<Token> {
+    let t = c.tok.remove_if(s, |t| t.rck == r)?;
+    c.bytes -= t.data.len() as u64;
+    for f in t.frags.iter() {
+        if let Frag::InFlight { tx, .. } = f {
+            feedback.push_back(if acked {
+                Feedback::Acked { peer, tx: *tx }
+            } else {
+                Feedback::Forgotten { peer, tx: *tx }
+            });
+        }
+    }
+    Some(t)
 }
 
 impl Machine {
@@ -622,9 +700,10 @@ impl Machine {
         }
     }
 
-    /// Queue a control frame, coalescing acknowledgements and superseding
-    /// an unsent REQSLOTS (piggybacking happens when the transmitter packs
-    /// the queue into datagrams).
+    /// Queue a control frame, superseding an unsent REQSLOTS and
+    /// dropping a duplicate SLOTS (piggybacking happens when the
+    /// transmitter packs the queue into datagrams; slot lists, ACK, NACK
+    /// and STALE, are coalesced by [`push_slot`](Self::push_slot)).
     fn push_out(&mut self, peer: NodeId, frame: Frame) {
         // Whatever the frame says may depend on every change journaled so
         // far: it leaves once they are durable.
@@ -639,32 +718,8 @@ impl Machine {
                     return;
                 }
             }
-            Frame::Ack { r, slots } | Frame::Nack { r, slots } | Frame::Stale { r, slots } => {
-                let s = slots[0];
-                let same_kind =
-                    |f: &Frame| std::mem::discriminant(f) == std::mem::discriminant(&frame);
-                for (at, f) in q.iter_mut().rev().take(4) {
-                    if !same_kind(f) {
-                        continue;
-                    }
-                    if let Frame::Ack { r: r2, slots: l }
-                    | Frame::Nack { r: r2, slots: l }
-                    | Frame::Stale { r: r2, slots: l } = f
-                    {
-                        if r2 == r
-                            && (l.len() as u64) < MAX_LIST
-                            && l.last().is_some_and(|&x| x < s)
-                        {
-                            l.push(s);
-                            *at = gate;
-                            return;
-                        }
-                        if r2 == r && l.contains(&s) {
-                            return;
-                        }
-                    }
-                }
-            }
+            // Built by `push_slot`, which coalesces them.
+            Frame::Ack { .. } | Frame::Nack { .. } | Frame::Stale { .. } => {}
             Frame::FragAck { s, r, .. } => {
                 q.retain(
                     |(_, f)| !matches!(f, Frame::FragAck { s: s2, r: r2, .. } if s2 == s && r2 == r),
@@ -673,6 +728,35 @@ impl Machine {
             Frame::Token { .. } => {}
         }
         q.push_back((gate, frame));
+    }
+
+    /// Queue slot `s` of incarnation `r` for a `kind` list to `peer`: added
+    /// to such a list queued recently when it can be (ascending, within
+    /// [`MAX_LIST`]), so that one frame acknowledges many tokens and a
+    /// small message costs no frame, and no allocation, of its own.
+    fn push_slot(&mut self, peer: NodeId, kind: SlotList, r: u64, s: u64) {
+        // Like any frame, it leaves once what it reports is durable.
+        let gate = self.journal.seq;
+        let q = self.outbox.entry(peer).or_default();
+        for (at, f) in q.iter_mut().rev().take(4) {
+            let Some((r2, l)) = kind.of(f) else {
+                continue;
+            };
+            if r2 != r {
+                continue;
+            }
+            if (l.len() as u64) < MAX_LIST && l.last().is_some_and(|&x| x < s) {
+                l.push(s);
+                *at = gate;
+                return;
+            }
+            if l.contains(&s) {
+                return;
+            }
+        }
+        let mut slots = Vec::with_capacity(16);
+        slots.push(s);
+        q.push_back((gate, kind.frame(r, slots)));
     }
 
     // ----- application side -------------------------------------------------
@@ -766,6 +850,30 @@ impl Machine {
             self.journal.log(|| Record::Taken);
         }
         Some(ev)
+    }
+
+    /// Moves every event ready for the application to `out`, in order
+    /// (as [`poll_event`](Self::poll_event) does one at a time; the same
+    /// rule applies: hand the messages out once
+    /// [`journal_seq`](Self::journal_seq), read right after this call, is
+    /// persisted). Returns how many.
+    pub fn drain_events(&mut self, out: &mut Vec<Event>) -> usize {
+        let durable = self.journal.durable;
+        // Events leave in order: up to the first whose journal position
+        // is not durable yet.
+        let ready = self
+            .events
+            .iter()
+            .take_while(|&&(gate, _)| gate <= durable)
+            .count();
+        out.reserve(ready);
+        for (_, ev) in self.events.drain(..ready) {
+            if matches!(ev, Event::Received { .. }) {
+                self.journal.log(|| Record::Taken);
+            }
+            out.push(ev);
+        }
+        ready
     }
 
     /// The next piece of feedback for the transmitter.
@@ -910,7 +1018,7 @@ impl Machine {
         let Some(c) = self.senders.get_mut(&peer) else {
             return;
         };
-        for (&s, t) in c.tok.iter_mut() {
+        for (s, t) in c.tok.iter_mut() {
             for (i, f) in t.frags.iter_mut().enumerate() {
                 if let Frag::InFlight { .. } = f {
                     *f = Frag::Pending;
@@ -1017,7 +1125,7 @@ impl Machine {
             return false;
         };
         while let Some(&(s, i)) = c.ready.front() {
-            let t = c.tok.get(&s);
+            let t = c.tok.get(s);
             if matches!(t.and_then(|t| t.frags.get(i as usize)), Some(Frag::Pending)) {
                 // A token leaves only once the envelope it went into is
                 // durable (tokens behind it are younger: they wait too).
@@ -1037,19 +1145,15 @@ impl Machine {
         let frag_len = self.cfg.max_fragment.max(1);
         let c = self.senders.get(&peer)?;
         let &(s, i) = c.ready.front()?;
-        let t = c.tok.get(&s)?;
-        let start = (i as usize * frag_len).min(t.data.len());
-        let end = (start + frag_len).min(t.data.len());
-        let v = braid_proto::wire::varint_len;
-        Some(
-            1 + v(s)
-                + v(t.rck)
-                + v(t.data.len() as u64)
-                + v(start as u64)
-                + v((end - start) as u64)
-                + end
-                - start,
-        )
+        let t = c.tok.get(s)?;
+        let (start, end) = fragment_bounds(i, frag_len, t.data.len());
+        Some(wire::token_len(
+            s,
+            t.rck,
+            t.data.len() as u64,
+            start as u64,
+            end - start,
+        ))
     }
 
     /// Peers with token fragments possibly waiting.
@@ -1080,6 +1184,48 @@ impl Machine {
         tx: u64,
         admit: impl FnOnce(usize) -> bool,
     ) -> Option<(Frame, bool)> {
+        self.take_fragment_with(peer, now, tx, admit, |f| Frame::Token {
+            s: f.s,
+            r: f.r,
+            len: f.message.len() as u64,
+            offset: f.range.start as u64,
+            data: f.message.slice(f.range),
+        })
+    }
+
+    /// As [`take_fragment`](Self::take_fragment), but the TOKEN frame is
+    /// encoded straight into `out` ([`wire::encode_token`]) and
+    /// `(s, offset, first transmission)` returned: no frame is built, so
+    /// the message's bytes are copied once and never shared (sharing a
+    /// `Bytes` made from a `Vec` allocates).
+    pub fn take_fragment_into(
+        &mut self,
+        peer: NodeId,
+        now: Instant,
+        tx: u64,
+        admit: impl FnOnce(usize) -> bool,
+        out: &mut Vec<u8>,
+    ) -> Option<(u64, u64, bool)> {
+        self.take_fragment_with(peer, now, tx, admit, |f| {
+            let offset = f.range.start as u64;
+            let len = f.message.len() as u64;
+            wire::encode_token(out, f.s, f.r, len, offset, &f.message[f.range]);
+            (f.s, offset)
+        })
+        .map(|((s, offset), first)| (s, offset, first))
+    }
+
+    /// Takes the next pending fragment for `peer` if `admit` accepts its
+    /// encoded length, records it as transmission `tx` sent at `now` (l. 33,
+    /// 73, 90), and hands it to `emit`.
+    fn take_fragment_with<R>(
+        &mut self,
+        peer: NodeId,
+        now: Instant,
+        tx: u64,
+        admit: impl FnOnce(usize) -> bool,
+        emit: impl FnOnce(Fragment<'_>) -> R,
+    ) -> Option<(R, bool)> {
         let frag_len = self.cfg.max_fragment.max(1);
         let durable = self.journal.durable;
         let c = self.senders.get_mut(&peer)?;
@@ -1087,7 +1233,7 @@ impl Machine {
             let &(s, i) = c.ready.front()?;
             let Some(t) = c
                 .tok
-                .get_mut(&s)
+                .get_mut(s)
                 .filter(|t| matches!(t.frags.get(i as usize), Some(Frag::Pending)))
             else {
                 c.ready.pop_front(); // settled or sent since it was queued
@@ -1098,17 +1244,8 @@ impl Machine {
             if t.seq > durable {
                 return None;
             }
-            let start = (i as usize * frag_len).min(t.data.len());
-            let end = (start + frag_len).min(t.data.len());
-            let v = braid_proto::wire::varint_len;
-            let len = 1
-                + v(s)
-                + v(t.rck)
-                + v(t.data.len() as u64)
-                + v(start as u64)
-                + v((end - start) as u64)
-                + end
-                - start;
+            let (start, end) = fragment_bounds(i, frag_len, t.data.len());
+            let len = wire::token_len(s, t.rck, t.data.len() as u64, start as u64, end - start);
             if !admit(len) {
                 return None;
             }
@@ -1121,14 +1258,13 @@ impl Machine {
                 retransmitted: !first,
             };
             c.last_activity = now;
-            let frame = Frame::Token {
+            let out = emit(Fragment {
                 s,
                 r: t.rck,
-                len: t.data.len() as u64,
-                offset: start as u64,
-                data: t.data.slice(start..end),
-            };
-            return Some((frame, first));
+                message: &t.data,
+                range: start..end,
+            });
+            return Some((out, first));
         }
     }
 
@@ -1140,7 +1276,7 @@ impl Machine {
         let Some(c) = self.senders.get_mut(&peer) else {
             return false;
         };
-        let Some(t) = c.tok.get_mut(&s) else {
+        let Some(t) = c.tok.get_mut(s) else {
             return false;
         };
         let i = (offset / frag_len) as usize;
@@ -1160,7 +1296,7 @@ impl Machine {
         let frag_len = self.cfg.max_fragment.max(1) as u64;
         self.senders
             .get(&peer)
-            .and_then(|c| c.tok.get(&s))
+            .and_then(|c| c.tok.get(s))
             .and_then(|t| t.frags.get((offset / frag_len) as usize))
             .is_some_and(
                 |f| matches!(f, Frag::InFlight { tx: t2, retransmitted: false, .. } if *t2 == tx),
@@ -1185,11 +1321,7 @@ impl Machine {
                 offset,
                 data,
             } => self.on_token(now, peer, s, r, len, offset, data),
-            Frame::Ack { r, slots } => {
-                for s in slots {
-                    self.on_ack(now, peer, s, r);
-                }
-            }
+            Frame::Ack { r, slots } => self.on_acks(now, peer, r, &slots),
             Frame::Nack { r, slots } => {
                 for s in slots {
                     self.on_nack(now, peer, s, r);
@@ -1231,8 +1363,8 @@ impl Machine {
                 RecvRec {
                     sck: s,
                     rck,
-                    slt: BTreeSet::new(),
-                    consumed: BTreeSet::new(),
+                    slt: SlotSet::default(),
+                    consumed: SlotSet::default(),
                     frontier: l,
                     partial: BTreeMap::new(),
                     last_activity: now,
@@ -1267,7 +1399,7 @@ impl Machine {
             // incarnation. At most `cap` slots per sender, live or pinned.
             let n = n.min(self.cfg.max_window);
             let from = c.sck.max(s);
-            let room = (cap as usize).saturating_sub(c.slt.len() + c.consumed.len()) as u64;
+            let room = cap.saturating_sub(slot_count(c));
             // Slots freed by the frontier just raised count again.
             let budget = budget + before.saturating_sub(slot_count(c));
             let cut = room > budget;
@@ -1280,9 +1412,7 @@ impl Machine {
             if cut && end < s + n {
                 self.stats.deferred += 1;
             }
-            for x in from..end {
-                c.slt.insert(x);
-            }
+            c.slt.insert_range(from..end);
             created = from..end.max(from);
             c.sck = c.sck.max(end);
             let granted = end.saturating_sub(s);
@@ -1418,23 +1548,23 @@ impl Machine {
             if r < self.clock.boot && !self.journal.covers_history {
                 // From a previous life of this node: unknowable.
                 self.stats.stale_sent += 1;
-                self.push_out(peer, Frame::Stale { r, slots: vec![s] });
+                self.push_slot(peer, SlotList::Stale, r, s);
             } else if r >= self.clock.ck {
                 self.stats.bogus += 1; // never created
             } else {
                 // Created in this life and forgotten while unpinned: slot s
                 // was never consumed and never will be (rck is unique).
                 self.stats.nacks_sent += 1;
-                self.push_out(peer, Frame::Nack { r, slots: vec![s] });
+                self.push_slot(peer, SlotList::Nack, r, s);
             }
             return;
         };
         c.last_activity = now;
-        if !c.slt.contains(&s) {
+        if !c.slt.contains(s) {
             // l. 78 fails: consumed already (or below the frontier): only
             // acknowledge (l. 81).
             self.stats.duplicate_tokens += 1;
-            self.push_out(peer, Frame::Ack { r, slots: vec![s] });
+            self.push_slot(peer, SlotList::Ack, r, s);
             return;
         }
         let whole = if offset == 0 && data.len() as u64 == len {
@@ -1502,7 +1632,7 @@ impl Machine {
         let c = self.receivers.get_mut(&peer).expect("record checked above");
         // l. 79-80: consume the slot and deliver, in one step.
         let before = slot_count(c);
-        c.slt.remove(&s);
+        c.slt.remove(s);
         if s >= c.frontier {
             c.consumed.insert(s);
         }
@@ -1510,41 +1640,27 @@ impl Machine {
         self.stats.delivered += 1;
         self.events
             .push_back((self.journal.seq, Event::Received { from: peer, data }));
-        self.push_out(peer, Frame::Ack { r, slots: vec![s] }); // l. 81
+        self.push_slot(peer, SlotList::Ack, r, s); // l. 81
     }
 
     /// Removes token `s` of incarnation `r`, reporting its transmissions.
     fn take_token(&mut self, peer: NodeId, s: u64, r: u64, acked: bool) -> Option<Token> {
         let c = self.senders.get_mut(&peer)?;
-        let std::collections::btree_map::Entry::Occupied(e) = c.tok.entry(s) else {
-            return None;
-        };
-        if e.get().rck != r {
-            return None;
-        }
-        let t = e.remove();
-        c.bytes -= t.data.len() as u64;
-        for f in t.frags.iter() {
-            if let Frag::InFlight { tx, .. } = f {
-                self.feedback.push_back(if acked {
-                    Feedback::Acked { peer, tx: *tx }
-                } else {
-                    Feedback::Forgotten { peer, tx: *tx }
-                });
-            }
-        }
-        Some(t)
+        settle_token(c, &mut self.feedback, peer, s, r, acked)
     }
 
-    /// l. 82-86.
-    fn on_ack(&mut self, now: Instant, peer: NodeId, s: u64, r: u64) {
-        if let Some(t) = self.take_token(peer, s, r, true) {
-            if let Some(c) = self.senders.get_mut(&peer) {
+    /// l. 82-86, for each slot an ACK lists (the record looked up once).
+    fn on_acks(&mut self, now: Instant, peer: NodeId, r: u64, slots: &[u64]) {
+        let Some(c) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        for &s in slots {
+            if let Some(t) = settle_token(c, &mut self.feedback, peer, s, r, true) {
                 c.last_activity = now;
+                self.journal.log(|| Record::Settle { peer, s });
+                self.events
+                    .push_back((self.journal.seq, Event::Delivered { to: peer, id: t.id }));
             }
-            self.journal.log(|| Record::Settle { peer, s });
-            self.events
-                .push_back((self.journal.seq, Event::Delivered { to: peer, id: t.id }));
         }
     }
 
@@ -1595,10 +1711,10 @@ impl Machine {
             .tok
             .iter()
             .filter(|(_, t)| t.rck == r && !t.sent_any)
-            .map(|(s, _)| *s)
+            .map(|(s, _)| s)
             .collect();
         for s in unsent.into_iter().rev() {
-            if let Some(t) = c.tok.remove(&s) {
+            if let Some(t) = c.tok.remove(s) {
                 self.journal.log(|| Record::Requeue { peer, s });
                 self.stats.resent_after_nack += 1;
                 c.msg.push_front(Queued {
@@ -1616,7 +1732,7 @@ impl Machine {
         let Some(c) = self.senders.get_mut(&peer) else {
             return;
         };
-        let Some(t) = c.tok.get_mut(&s).filter(|t| t.rck == r) else {
+        let Some(t) = c.tok.get_mut(s).filter(|t| t.rck == r) else {
             return;
         };
         c.last_activity = now;

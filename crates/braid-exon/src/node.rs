@@ -738,53 +738,33 @@ impl ExonNode {
         self.arm_request_timer(now, peer);
     }
 
+    /// Applies the machine's feedback to the paths. A datagram carries
+    /// many tokens and one ACK frame settles many of them, so feedback
+    /// comes in runs naming the same transmission: each run is applied
+    /// with one look-up of its path and datagram, not one per message.
     fn process_feedback(&mut self, now: Instant) {
         let mut touched: Vec<NodeId> = Vec::new();
+        // A run of `Acked` for one transmission: (peer, tx, fragments).
+        let mut run: Option<(NodeId, u64, usize)> = None;
         while let Some(fb) = self.machine.poll_feedback() {
-            match fb {
-                Feedback::Acked { peer, tx } => {
-                    let Some(p) = self.paths.get_mut(&peer) else {
-                        continue;
-                    };
-                    let Some(t) = p.in_flight.get_mut(&tx) else {
-                        continue;
-                    };
-                    t.open = t.open.saturating_sub(1);
-                    let credit = !t.credited;
-                    t.credited = true;
-                    let (sent_at, bytes, first, app_limited) =
-                        (t.sent_at, t.bytes, t.first, t.app_limited);
-                    if t.open == 0 {
-                        p.in_flight.remove(&tx);
-                    }
-                    if !credit {
-                        continue; // the datagram was counted at its first fragment
-                    }
-                    p.bytes_in_flight -= bytes;
-                    if first {
-                        // Karn: only first transmissions give samples.
-                        p.rtt.update(now - sent_at);
-                        if let Some(g) = p.guard.as_mut() {
-                            g.on_rtt(now, now - sent_at);
+            if let Feedback::Acked { peer, tx } = fb {
+                match &mut run {
+                    Some((p, t, k)) if *p == peer && *t == tx => *k += 1,
+                    _ => {
+                        if let Some((p, t, k)) = run.take() {
+                            self.on_acked(now, p, t, k, &mut touched);
                         }
-                    }
-                    if let Some(g) = p.guard.as_mut() {
-                        g.on_ack(now, sent_at, p.cc.window());
-                    }
-                    p.rtt.reset_backoff();
-                    p.rack_sent = Some(p.rack_sent.map_or(sent_at, |r| r.max(sent_at)));
-                    let acked = Acked {
-                        sent_time: sent_at,
-                        bytes,
-                        app_limited,
-                        rtt: p.rtt.estimate(),
-                        one_way_delay_us: None,
-                    };
-                    p.cc.on_ack(now, &acked);
-                    if !touched.contains(&peer) {
-                        touched.push(peer);
+                        run = Some((peer, tx, 1));
                     }
                 }
+                continue;
+            }
+            // Keep the order: the run before this feedback is applied first.
+            if let Some((p, t, k)) = run.take() {
+                self.on_acked(now, p, t, k, &mut touched);
+            }
+            match fb {
+                Feedback::Acked { .. } => {}
                 Feedback::Forgotten { peer, tx } => {
                     let Some(p) = self.paths.get_mut(&peer) else {
                         continue;
@@ -809,10 +789,67 @@ impl ExonNode {
                 }
             }
         }
+        if let Some((p, t, k)) = run.take() {
+            self.on_acked(now, p, t, k, &mut touched);
+        }
         for peer in touched {
             if let Some(p) = self.paths.get_mut(&peer) {
                 p.cc.on_ack_end(now, p.bytes_in_flight);
             }
+        }
+    }
+
+    /// `fragments` fragments of transmission `tx` to `peer` were
+    /// acknowledged: the datagram arrived. The first acknowledgement of a
+    /// datagram credits it to the congestion controller (and gives an RTT
+    /// sample); the entry goes once none of its fragments is open.
+    fn on_acked(
+        &mut self,
+        now: Instant,
+        peer: NodeId,
+        tx: u64,
+        fragments: usize,
+        touched: &mut Vec<NodeId>,
+    ) {
+        let Some(p) = self.paths.get_mut(&peer) else {
+            return;
+        };
+        let Some(t) = p.in_flight.get_mut(&tx) else {
+            return;
+        };
+        t.open = t.open.saturating_sub(fragments);
+        let credit = !t.credited;
+        t.credited = true;
+        let (sent_at, bytes, first, app_limited) = (t.sent_at, t.bytes, t.first, t.app_limited);
+        if t.open == 0 {
+            p.in_flight.remove(&tx);
+        }
+        if !credit {
+            return; // the datagram was counted at its first fragment
+        }
+        p.bytes_in_flight -= bytes;
+        if first {
+            // Karn: only first transmissions give samples.
+            p.rtt.update(now - sent_at);
+            if let Some(g) = p.guard.as_mut() {
+                g.on_rtt(now, now - sent_at);
+            }
+        }
+        if let Some(g) = p.guard.as_mut() {
+            g.on_ack(now, sent_at, p.cc.window());
+        }
+        p.rtt.reset_backoff();
+        p.rack_sent = Some(p.rack_sent.map_or(sent_at, |r| r.max(sent_at)));
+        let acked = Acked {
+            sent_time: sent_at,
+            bytes,
+            app_limited,
+            rtt: p.rtt.estimate(),
+            one_way_delay_us: None,
+        };
+        p.cc.on_ack(now, &acked);
+        if !touched.contains(&peer) {
+            touched.push(peer);
         }
     }
 
@@ -983,11 +1020,7 @@ impl ExonNode {
     /// [`poll_event`](Self::poll_event)), returning how many: the messages
     /// of a whole batch of datagrams at once.
     pub fn poll_events(&mut self, out: &mut Vec<Event>) -> usize {
-        let before = out.len();
-        while let Some(ev) = self.machine.poll_event() {
-            out.push(ev);
-        }
-        out.len() - before
+        self.machine.drain_events(out)
     }
 
     /// Has `peer` a session to seal with? Without one, and with something
@@ -1072,15 +1105,13 @@ impl ExonNode {
                 p.pace_at = p.pacer.delay(now, rate, bytes);
                 p.pace_at.is_none()
             };
-            let Some((f, first_tx)) = self.machine.take_fragment(peer, now, tx, admit) else {
+            let Some((s, offset, first_tx)) =
+                self.machine.take_fragment_into(peer, now, tx, admit, buf)
+            else {
                 break;
             };
-            let Frame::Token { s, offset, .. } = &f else {
-                break;
-            };
-            frags.push((*s, *offset));
+            frags.push((s, offset));
             first &= first_tx;
-            f.encode(buf);
             self.stats.fragments_sent += 1;
         }
         if !frags.is_empty() {

@@ -32,7 +32,7 @@
 
 use bytes::{Buf, Bytes};
 
-use braid_proto::wire::{read_varint, varint_len, write_varint, DecodeError as VarintError};
+use braid_proto::wire::{varint_len, write_varint, DecodeError as VarintError};
 
 use crate::NodeId;
 
@@ -136,14 +136,7 @@ impl Frame {
                 len,
                 offset,
                 data,
-            } => {
-                1 + varint_len(*s)
-                    + varint_len(*r)
-                    + varint_len(*len)
-                    + varint_len(*offset)
-                    + varint_len(data.len() as u64)
-                    + data.len()
-            }
+            } => token_len(*s, *r, *len, *offset, data.len()),
             Frame::Ack { r, slots } | Frame::Nack { r, slots } | Frame::Stale { r, slots } => {
                 list_len(*r, slots)
             }
@@ -179,13 +172,7 @@ impl Frame {
                 len,
                 offset,
                 data,
-            } => {
-                out.push(T_TOKEN);
-                for v in [*s, *r, *len, *offset, data.len() as u64] {
-                    write_varint(out, v);
-                }
-                out.extend_from_slice(data);
-            }
+            } => encode_token(out, *s, *r, *len, *offset, data),
             Frame::Ack { r, slots } => encode_list(out, T_ACK, *r, slots),
             Frame::Nack { r, slots } => encode_list(out, T_NACK, *r, slots),
             Frame::Stale { r, slots } => encode_list(out, T_STALE, *r, slots),
@@ -201,6 +188,23 @@ impl Frame {
             }
         }
     }
+}
+
+/// Encoded size of a TOKEN frame carrying `n` bytes.
+pub fn token_len(s: u64, r: u64, len: u64, offset: u64, n: usize) -> usize {
+    1 + varint_len(s) + varint_len(r) + varint_len(len) + varint_len(offset) + varint_len(n as u64)
+        + n
+}
+
+/// Appends a TOKEN frame: what [`Frame::encode`] writes for
+/// `Frame::Token { s, r, len, offset, data }`, straight from a borrowed
+/// fragment (the sender's hot path builds no frame).
+pub fn encode_token(out: &mut Vec<u8>, s: u64, r: u64, len: u64, offset: u64, data: &[u8]) {
+    out.push(T_TOKEN);
+    for v in [s, r, len, offset, data.len() as u64] {
+        write_varint(out, v);
+    }
+    out.extend_from_slice(data);
 }
 
 fn list_len(r: u64, slots: &[u64]) -> usize {
@@ -287,10 +291,14 @@ impl Datagram {
 /// follows an insecure datagram's header) into `frames`, cleared first.
 /// On an error `frames` is left empty: a batch is taken whole or not at
 /// all.
-pub fn decode_frames(mut bytes: Bytes, frames: &mut Vec<Frame>) -> Result<(), DecodeError> {
+pub fn decode_frames(bytes: Bytes, frames: &mut Vec<Frame>) -> Result<(), DecodeError> {
     frames.clear();
-    while bytes.has_remaining() {
-        match decode_frame(&mut bytes) {
+    let mut cur = Cursor {
+        buf: &bytes,
+        pos: 0,
+    };
+    while cur.remaining() > 0 {
+        match decode_frame(&bytes, &mut cur) {
             Ok(f) => frames.push(f),
             Err(e) => {
                 frames.clear();
@@ -301,13 +309,52 @@ pub fn decode_frames(mut bytes: Bytes, frames: &mut Vec<Frame>) -> Result<(), De
     Ok(())
 }
 
-fn decode_frame(b: &mut Bytes) -> Result<Frame, DecodeError> {
-    let ty = b.get_u8();
+/// A read position in the frames of a datagram. Fields are read from the
+/// slice (the receiver's hot path: a datagram holds hundreds of frames);
+/// only a TOKEN's payload becomes a `Bytes`, sharing the datagram's buffer.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// One byte; the caller checked there is one.
+    fn u8(&mut self) -> u8 {
+        let v = self.buf[self.pos];
+        self.pos += 1;
+        v
+    }
+
+    /// A QUIC varint (RFC 9000 §16): the top two bits of the first byte
+    /// give its length, 1, 2, 4 or 8 bytes, big-endian.
+    fn varint(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+        let rest = &self.buf[self.pos..];
+        let Some(&first) = rest.first() else {
+            return Err(DecodeError::Truncated(what));
+        };
+        let len = 1usize << (first >> 6);
+        let Some(bytes) = rest.get(1..len) else {
+            return Err(DecodeError::Truncated(what));
+        };
+        let v = bytes
+            .iter()
+            .fold(u64::from(first & 0x3f), |v, &b| (v << 8) | u64::from(b));
+        self.pos += len;
+        Ok(v)
+    }
+}
+
+fn decode_frame(whole: &Bytes, b: &mut Cursor<'_>) -> Result<Frame, DecodeError> {
+    let ty = b.u8();
     Ok(match ty {
         T_REQSLOTS => {
-            let s = read_varint(b, "REQSLOTS s")?;
-            let n = read_varint(b, "REQSLOTS n")?;
-            let l = read_varint(b, "REQSLOTS l")?;
+            let s = b.varint("REQSLOTS s")?;
+            let n = b.varint("REQSLOTS n")?;
+            let l = b.varint("REQSLOTS l")?;
             // The range s..s+n must be representable; l ≤ s: the sender
             // never holds tokens at or above its clock.
             if s.checked_add(n).is_none_or(|e| e > CLOCK_MAX) {
@@ -319,20 +366,20 @@ fn decode_frame(b: &mut Bytes) -> Result<Frame, DecodeError> {
             Frame::ReqSlots { s, n, l }
         }
         T_SLOTS => {
-            let s = read_varint(b, "SLOTS s")?;
-            let r = read_varint(b, "SLOTS r")?;
-            let n = read_varint(b, "SLOTS n")?;
+            let s = b.varint("SLOTS s")?;
+            let r = b.varint("SLOTS r")?;
+            let n = b.varint("SLOTS n")?;
             if s.checked_add(n).is_none_or(|e| e > CLOCK_MAX) {
                 return Err(DecodeError::Invalid("SLOTS range"));
             }
             Frame::Slots { s, r, n }
         }
         T_TOKEN => {
-            let s = read_varint(b, "TOKEN s")?;
-            let r = read_varint(b, "TOKEN r")?;
-            let len = read_varint(b, "TOKEN len")?;
-            let offset = read_varint(b, "TOKEN offset")?;
-            let n = read_varint(b, "TOKEN data length")?;
+            let s = b.varint("TOKEN s")?;
+            let r = b.varint("TOKEN r")?;
+            let len = b.varint("TOKEN len")?;
+            let offset = b.varint("TOKEN offset")?;
+            let n = b.varint("TOKEN data length")?;
             if len > MAX_MESSAGE {
                 return Err(DecodeError::Invalid("TOKEN message length"));
             }
@@ -346,7 +393,9 @@ fn decode_frame(b: &mut Bytes) -> Result<Frame, DecodeError> {
             if n == 0 && len != 0 {
                 return Err(DecodeError::Invalid("TOKEN empty fragment"));
             }
-            let data = b.split_to(n as usize);
+            let start = b.pos;
+            b.pos += n as usize;
+            let data = whole.slice(start..b.pos);
             Frame::Token {
                 s,
                 r,
@@ -356,15 +405,15 @@ fn decode_frame(b: &mut Bytes) -> Result<Frame, DecodeError> {
             }
         }
         T_ACK | T_NACK | T_STALE => {
-            let r = read_varint(b, "list r")?;
-            let k = read_varint(b, "list count")?;
+            let r = b.varint("list r")?;
+            let k = b.varint("list count")?;
             if k == 0 || k > MAX_LIST {
                 return Err(DecodeError::Invalid("list count"));
             }
             let mut slots = Vec::with_capacity(k as usize);
             let mut prev: Option<u64> = None;
             for _ in 0..k {
-                let d = read_varint(b, "list slot")?;
+                let d = b.varint("list slot")?;
                 let s = match prev {
                     None => d,
                     Some(_) if d == 0 => return Err(DecodeError::Invalid("list not ascending")),
@@ -383,16 +432,16 @@ fn decode_frame(b: &mut Bytes) -> Result<Frame, DecodeError> {
             }
         }
         T_FRAGACK => {
-            let s = read_varint(b, "FRAGACK s")?;
-            let r = read_varint(b, "FRAGACK r")?;
-            let k = read_varint(b, "FRAGACK count")?;
+            let s = b.varint("FRAGACK s")?;
+            let r = b.varint("FRAGACK r")?;
+            let k = b.varint("FRAGACK count")?;
             if k == 0 || k > MAX_RANGES {
                 return Err(DecodeError::Invalid("FRAGACK count"));
             }
             let mut ranges = Vec::with_capacity(k as usize);
             for _ in 0..k {
-                let start = read_varint(b, "FRAGACK start")?;
-                let len = read_varint(b, "FRAGACK length")?;
+                let start = b.varint("FRAGACK start")?;
+                let len = b.varint("FRAGACK length")?;
                 let end = start.checked_add(len).filter(|e| *e <= MAX_MESSAGE);
                 match end {
                     Some(end) if len > 0 => ranges.push((start, end)),
@@ -403,4 +452,26 @@ fn decode_frame(b: &mut Bytes) -> Result<Frame, DecodeError> {
         }
         other => return Err(DecodeError::UnknownFrame(other)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The decoder's slice varint reads what `braid_proto`'s reads,
+        /// consumes as many bytes, and fails where it fails.
+        #[test]
+        fn varint_agrees_with_braid_proto(raw in proptest::collection::vec(any::<u8>(), 0..10)) {
+            let mut cur = Cursor { buf: &raw, pos: 0 };
+            let mut reference = Bytes::from(raw.clone());
+            let ours = cur.varint("v");
+            let theirs = braid_proto::wire::read_varint(&mut reference, "v").map_err(DecodeError::from);
+            prop_assert_eq!(ours, theirs);
+            if ours.is_ok() {
+                prop_assert_eq!(cur.remaining(), reference.len());
+            }
+        }
+    }
 }

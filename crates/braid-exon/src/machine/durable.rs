@@ -11,13 +11,15 @@
 //! describe ([`Machine::durable_state`]); the simulation campaign and a
 //! property test compare the two after every commit.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use braid_core::Instant;
 use bytes::Bytes;
 
-use super::{Event, Frags, Machine, MachineConfig, Partial, Queued, RecvRec, SendRec, Token};
+use super::{
+    Event, Frags, Machine, MachineConfig, Partial, Queued, RecvRec, SendRec, SlotSet, Token,
+};
 use crate::journal::Record;
 use crate::{MessageId, NodeId};
 
@@ -165,7 +167,7 @@ impl Machine {
         }];
         for (&peer, c) in &self.senders {
             out.push(c.header(peer));
-            for (&s, t) in &c.tok {
+            for (s, t) in c.tok.iter() {
                 out.push(Record::Token {
                     peer,
                     s,
@@ -189,14 +191,14 @@ impl Machine {
                 rck: c.rck,
                 frontier: c.frontier,
             });
-            for run in runs(&c.slt) {
+            for run in c.slt.runs() {
                 out.push(Record::Slots {
                     peer,
                     from: run.start,
                     end: run.end,
                 });
             }
-            for &s in &c.consumed {
+            for s in c.consumed.iter() {
                 out.push(Record::Consumed { peer, s });
             }
             for (&s, p) in &c.partial {
@@ -239,7 +241,7 @@ impl Machine {
                         tokens: c
                             .tok
                             .iter()
-                            .map(|(&s, t)| (s, t.rck, t.id, t.data.clone()))
+                            .map(|(s, t)| (s, t.rck, t.id, t.data.clone()))
                             .collect(),
                     };
                     (p, s)
@@ -253,8 +255,8 @@ impl Machine {
                         sck: c.sck,
                         rck: c.rck,
                         frontier: c.frontier,
-                        slots: c.slt.iter().copied().collect(),
-                        consumed: c.consumed.iter().copied().collect(),
+                        slots: c.slt.iter().collect(),
+                        consumed: c.consumed.iter().collect(),
                         partial: c
                             .partial
                             .iter()
@@ -335,7 +337,7 @@ impl Machine {
             c.bytes = c.msg.iter().map(|q| q.data.len() as u64).sum::<u64>()
                 + c.tok.values().map(|t| t.data.len() as u64).sum::<u64>();
             c.ready.clear();
-            for (&s, t) in &c.tok {
+            for (s, t) in c.tok.iter() {
                 let n = t.data.len().div_ceil(frag).max(1);
                 for i in 0..n {
                     c.ready.push_back((s, i as u32));
@@ -410,11 +412,11 @@ impl Machine {
             }
             Record::Settle { peer, s } => {
                 let c = self.senders.get_mut(peer).ok_or(NO_SENDER)?;
-                c.tok.remove(s).ok_or("no such token")?;
+                c.tok.remove(*s).ok_or("no such token")?;
             }
             Record::Requeue { peer, s } => {
                 let c = self.senders.get_mut(peer).ok_or(NO_SENDER)?;
-                let t = c.tok.remove(s).ok_or("no such token")?;
+                let t = c.tok.remove(*s).ok_or("no such token")?;
                 c.msg.push_front(Queued {
                     id: t.id,
                     data: t.data,
@@ -442,8 +444,8 @@ impl Machine {
                         RecvRec {
                             sck,
                             rck,
-                            slt: BTreeSet::new(),
-                            consumed: BTreeSet::new(),
+                            slt: SlotSet::default(),
+                            consumed: SlotSet::default(),
                             frontier,
                             partial: BTreeMap::new(),
                             last_activity: now,
@@ -457,7 +459,7 @@ impl Machine {
                 if end.saturating_sub(from) > cap {
                     return Err("more slots than a receiver grants");
                 }
-                c.slt.extend(from..end);
+                c.slt.insert_range(from..end);
             }
             &Record::Consumed { peer, s } => {
                 let c = self.receivers.get_mut(&peer).ok_or(NO_RECEIVER)?;
@@ -526,7 +528,7 @@ impl Machine {
             .receivers
             .get_mut(&peer)
             .ok_or("no receiver record for this peer")?;
-        if !c.slt.remove(&s) {
+        if !c.slt.remove(s) {
             return Err("slot not available");
         }
         if s >= c.frontier {
@@ -550,16 +552,4 @@ fn restored_token(rck: u64, id: MessageId, data: Bytes, frag: usize) -> Token {
         sent_any: true,
         seq: 0,
     }
-}
-
-/// Contiguous runs of a set of slots.
-fn runs(set: &BTreeSet<u64>) -> Vec<Range<u64>> {
-    let mut out: Vec<Range<u64>> = Vec::new();
-    for &x in set {
-        match out.last_mut() {
-            Some(r) if r.end == x => r.end += 1,
-            _ => out.push(x..x + 1),
-        }
-    }
-    out
 }
