@@ -210,59 +210,13 @@ impl Connection {
     /// closed, the messages already received are still returned, then
     /// `Err(Closed(reason))`.
     pub async fn recv_message(&self) -> Result<Bytes, ConnectionError> {
-        let r = &*self.inner;
-        loop {
-            let notified = r.signals.readable.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let wake_driver;
-            {
-                let mut guard = r.shared.lock();
-                let inner = &mut *guard;
-                let Some(slot) = inner.slots.get_mut(&r.handle) else {
-                    return Err(gone(inner, r.handle));
-                };
-                if slot.close_reason().is_some() {
-                    // The endpoint forgets the connection, and its counters,
-                    // once the end is read.
-                    slot.final_stats = inner.ep.connection_stats(r.handle).or(slot.final_stats);
-                }
-                match inner.ep.recv_message(r.handle) {
-                    Ok(Some(msg)) => {
-                        // Wake the driver now and then so that it announces
-                        // the receive window the application freed.
-                        slot.unannounced_read += msg.len() as u64;
-                        let wake = slot.unannounced_read >= r.shared.read_wake_bytes;
-                        if wake {
-                            slot.unannounced_read = 0;
-                        }
-                        drop(guard);
-                        if wake {
-                            r.shared.wake.notify_one();
-                        }
-                        return Ok(msg);
-                    }
-                    Ok(None) => {
-                        if inner.exit.is_some() {
-                            return Err(gone(inner, r.handle));
-                        }
-                        // Everything received is consumed: a peer blocked by
-                        // flow control must hear about it before we wait.
-                        wake_driver = slot.unannounced_read > 0;
-                        slot.unannounced_read = 0;
-                    }
-                    Err(RecvError::Closed(reason)) => {
-                        slot.status = Status::Closed(reason.clone());
-                        return Err(ConnectionError::Closed(reason));
-                    }
-                    Err(RecvError::UnknownConnection) => return Err(gone(inner, r.handle)),
-                }
-            }
-            if wake_driver {
-                r.shared.wake.notify_one();
-            }
-            notified.await;
-        }
+        self.recv_with(|ep, handle| {
+            Ok(ep.recv_message(handle)?.map(|msg| {
+                let read = msg.len() as u64;
+                (msg, read)
+            }))
+        })
+        .await
     }
 
     /// Waits until at least one message is ready, then moves up to `max`
@@ -290,6 +244,25 @@ impl Connection {
         if max == 0 {
             return Ok(0);
         }
+        self.recv_with(|ep, handle| {
+            let before = batch.len();
+            Ok(match ep.recv_batch(handle, batch, max)? {
+                0 => None,
+                n => Some((n, batch.iter().skip(before).map(|m| m.len() as u64).sum())),
+            })
+        })
+        .await
+    }
+
+    /// Waits until `take` gets something from the endpoint (`Some((what,
+    /// bytes read))`), then returns it: the receive loop of
+    /// [`Connection::recv_message`] and [`Connection::recv_batch`]. After
+    /// the connection closed and everything received was taken, `take`
+    /// fails with `Closed`, which is returned.
+    async fn recv_with<T>(
+        &self,
+        mut take: impl FnMut(&mut braid_proto::Endpoint, ConnectionHandle) -> Result<Option<(T, u64)>, RecvError>,
+    ) -> Result<T, ConnectionError> {
         let r = &*self.inner;
         loop {
             let notified = r.signals.readable.notified();
@@ -303,21 +276,15 @@ impl Connection {
                     return Err(gone(inner, r.handle));
                 };
                 if slot.close_reason().is_some() {
+                    // The endpoint forgets the connection, and its counters,
+                    // once the end is read.
                     slot.final_stats = inner.ep.connection_stats(r.handle).or(slot.final_stats);
                 }
-                let before = batch.len();
-                match inner.ep.recv_batch(r.handle, batch, max) {
-                    Ok(0) => {
-                        if inner.exit.is_some() {
-                            return Err(gone(inner, r.handle));
-                        }
-                        wake_driver = slot.unannounced_read > 0;
-                        slot.unannounced_read = 0;
-                    }
-                    Ok(n) => {
-                        // As `recv_message`: the driver announces the freed
-                        // window now and then.
-                        slot.unannounced_read += batch.iter().skip(before).map(|m| m.len() as u64).sum::<u64>();
+                match take(&mut inner.ep, r.handle) {
+                    Ok(Some((got, read))) => {
+                        // Wake the driver now and then so that it announces
+                        // the receive window the application freed.
+                        slot.unannounced_read += read;
                         let wake = slot.unannounced_read >= r.shared.read_wake_bytes;
                         if wake {
                             slot.unannounced_read = 0;
@@ -326,7 +293,16 @@ impl Connection {
                         if wake {
                             r.shared.wake.notify_one();
                         }
-                        return Ok(n);
+                        return Ok(got);
+                    }
+                    Ok(None) => {
+                        if inner.exit.is_some() {
+                            return Err(gone(inner, r.handle));
+                        }
+                        // Everything received is consumed: a peer blocked by
+                        // flow control must hear about it before we wait.
+                        wake_driver = slot.unannounced_read > 0;
+                        slot.unannounced_read = 0;
                     }
                     Err(RecvError::Closed(reason)) => {
                         slot.status = Status::Closed(reason.clone());
