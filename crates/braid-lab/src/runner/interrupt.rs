@@ -271,10 +271,23 @@ mod tests {
         let mut polite_child = spawn("sleep 30", &polite.join(RECORDS_FILE));
         // Traps SIGTERM and counts it: it must get exactly one.
         let count = tag.with_extension("terms");
+        let ready = tag.with_extension("trapped");
         let _ = std::fs::remove_file(&count);
-        let script = format!("trap 'echo t >> {}' TERM; while :; do sleep 0.05; done", count.display());
+        let _ = std::fs::remove_file(&ready);
+        let script = format!(
+            "trap 'echo t >> {}' TERM; touch {}; while :; do sleep 0.05; done",
+            count.display(),
+            ready.display()
+        );
         let mut stubborn_child = spawn(&script, &stubborn.join(RECORDS_FILE));
         let mut other_child = spawn("sleep 30", &other.join(RECORDS_FILE));
+        // A SIGTERM before the shell has installed its trap would end it
+        // (a loaded machine can take that long): wait for the trap.
+        let began = Instant::now();
+        while !ready.exists() {
+            assert!(began.elapsed() < Duration::from_secs(10), "the trap was never installed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
 
         let mut stopper = Stopper::new([polite, stubborn]);
         assert!(stopper.terminate() >= 2, "both experiments' processes are found");
@@ -291,5 +304,6 @@ mod tests {
         other_child.kill().unwrap();
         other_child.wait().unwrap();
         let _ = std::fs::remove_file(&count);
+        let _ = std::fs::remove_file(&ready);
     }
 }
