@@ -78,16 +78,8 @@ impl<H: Header> Inbox<H> {
         let mut msgs = msgs.drain(..).peekable();
         while let Some(first) = msgs.next() {
             let dest = first.header().destination().vnode();
-            let queue = match dest {
-                None => self.main.clone(),
-                Some(id) => match self.vnodes().get(&id).cloned() {
-                    Some(q) => q,
-                    None => {
-                        bump(&counters.unknown_vnode);
-                        continue;
-                    }
-                },
-            };
+            // Unknown vnode: counted by `queue_for`, dropped.
+            let Ok(queue) = self.queue_for(&first, counters) else { continue };
             let mut run = vec![first];
             while run.len() < self.capacity && msgs.peek().is_some_and(|m| m.header().destination().vnode() == dest) {
                 run.extend(msgs.next());
