@@ -139,44 +139,48 @@ fn set_largest(mut set: impl FnMut(usize) -> io::Result<()>) {
     }
 }
 
-/// Receive side: a reusable landing buffer for one `recvmmsg` (each slot
-/// may receive a GRO batch of several datagrams).
+/// Receive side: `recvmmsg` straight into a reusable *arena*, whose slices
+/// (one per datagram, split at the GRO stride) go to the endpoint without
+/// a copy.
 ///
-/// The datagrams of one call are copied into one buffer and handed to the
-/// endpoint as slices of it: one copy per call, none per datagram. Lending
-/// the landing slots themselves (zero-copy) measured no faster on loopback,
-/// and would let a single small datagram the endpoint keeps (a short
-/// message not yet read) pin a 64 KiB slot.
+/// An arena is a buffer of [`BATCH_SIZE`] slots of [`SLOT_SIZE`] bytes
+/// (2 MiB with Linux's batch of 32), one per message of the call. It is
+/// reused once the endpoint has let go of every slice of it: the usual
+/// case, since the endpoint copies payloads into messages and copies data
+/// it must hold out of order. A fresh buffer per call cost a page fault per
+/// 4 KiB received (glibc maps large blocks afresh and returns freed heap
+/// tops to the kernel), a tenth of the CPU of a loopback transfer. The
+/// driver makes several receive calls before the endpoint sees the first
+/// batch, hence [`ARENAS`] of them.
 ///
-/// That buffer is one of a few *arenas*, each large enough for any batch,
-/// reused once the endpoint has let go of every slice of it (the usual
-/// case: it copies payloads into messages and copies data it must hold
-/// out of order). A fresh buffer per call cost a page fault per 4 KiB
-/// received: glibc maps large blocks afresh and returns freed heap tops to
-/// the kernel, a tenth of the CPU of a loopback transfer. The driver makes
-/// several receive calls before the endpoint sees the first batch, hence
-/// [`ARENAS`] of them. While every arena is still held (short messages not
-/// yet read), the batch goes to a fresh buffer of exactly its size
-/// instead, so a held datagram keeps no more memory than its own batch
-/// beyond the arenas.
+/// While every arena is still held (short messages not yet read), the call
+/// lands in one fixed buffer instead and its datagrams are copied out into
+/// a fresh buffer of exactly their size, so a held datagram keeps no more
+/// memory than its own batch beyond the arenas. Landing in the arena saves
+/// that copy in the common case: a pass over every received byte, about a
+/// tenth of the receiving thread's CPU in an encrypted loopback transfer.
 pub(crate) struct Receiver {
+    /// Landing buffer for calls that find no free arena.
     buf: Box<[u8]>,
     metas: [RecvMeta; BATCH_SIZE],
+    /// Each either ready (all [`ARENA_BYTES`] long) or lent out (empty, its
+    /// slices with the endpoint).
     arenas: Vec<BytesMut>,
 }
 
 /// Receive arenas kept per socket: one per receive call of a driver turn
-/// and one for the turn before. Each is the landing buffer's size (2 MiB
-/// with Linux's batch of 32 slots), allocated only once a batch finds no
-/// free arena; a busy socket ends up with all of them resident (batches
-/// move on through an arena before it wraps), so 10 MiB at most per
-/// socket, beside its kernel buffers of up to 8 MiB each way.
+/// and one for the turn before. A busy socket ends up with all of them
+/// resident, so 10 MiB at most per socket, beside its kernel buffers of up
+/// to 8 MiB each way.
 pub(crate) const ARENAS: usize = crate::driver::RECV_CALLS_PER_TURN + 1;
+
+/// Bytes of one arena (and of the fallback landing buffer).
+const ARENA_BYTES: usize = SLOT_SIZE * BATCH_SIZE;
 
 impl Receiver {
     pub(crate) fn new() -> Receiver {
         Receiver {
-            buf: vec![0; SLOT_SIZE * BATCH_SIZE].into_boxed_slice(),
+            buf: vec![0; ARENA_BYTES].into_boxed_slice(),
             metas: [RecvMeta::default(); BATCH_SIZE],
             arenas: Vec::new(),
         }
@@ -191,6 +195,74 @@ impl Receiver {
         socket: &UdpSocket,
         out: &mut Vec<(SocketAddr, Option<IpAddr>, BytesMut)>,
     ) -> io::Result<usize> {
+        match self.ready_arena() {
+            Some(i) => self.recv_in_arena(i, socket, out),
+            None => self.recv_and_copy(socket, out),
+        }
+    }
+
+    /// An arena ready to land a call in: one left ready by a call that
+    /// received nothing, one whose slices are all dropped, or a new one.
+    fn ready_arena(&mut self) -> Option<usize> {
+        if let Some(i) = self.arenas.iter_mut().position(|a| {
+            if a.len() == ARENA_BYTES {
+                return true;
+            }
+            if !a.try_reclaim(ARENA_BYTES) {
+                return false;
+            }
+            // SAFETY: `try_reclaim` succeeded without allocating, so the
+            // arena again owns its whole original allocation of
+            // ARENA_BYTES bytes (its capacity is at least that), and every
+            // byte of that allocation was initialized by
+            // `BytesMut::zeroed` below and has only been written since.
+            unsafe { a.set_len(ARENA_BYTES) };
+            true
+        }) {
+            return Some(i);
+        }
+        if self.arenas.len() < ARENAS {
+            self.arenas.push(BytesMut::zeroed(ARENA_BYTES));
+            return Some(self.arenas.len() - 1);
+        }
+        None
+    }
+
+    /// Lands the call in arena `i` and lends its datagrams out.
+    fn recv_in_arena(
+        &mut self,
+        i: usize,
+        socket: &UdpSocket,
+        out: &mut Vec<(SocketAddr, Option<IpAddr>, BytesMut)>,
+    ) -> io::Result<usize> {
+        let arena = &mut self.arenas[i];
+        let metas = &mut self.metas;
+        let n = {
+            let mut slots = arena.chunks_mut(SLOT_SIZE);
+            let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
+                std::array::from_fn(|_| IoSliceMut::new(slots.next().expect("an arena holds BATCH_SIZE slots")));
+            socket
+                .io
+                .try_io(Interest::READABLE, || socket.state.recv(UdpSockRef::from(&socket.io), &mut iovs, metas))?
+        };
+        let before = out.len();
+        for meta in &self.metas[..n] {
+            let mut slot = arena.split_to(SLOT_SIZE);
+            slot.truncate(landed_len(meta));
+            split_datagrams(meta, slot, out);
+        }
+        // Lent out: ready again once every slice is dropped.
+        arena.clear();
+        Ok(out.len() - before)
+    }
+
+    /// Lands the call in the fixed buffer and copies its datagrams into a
+    /// fresh buffer of their size.
+    fn recv_and_copy(
+        &mut self,
+        socket: &UdpSocket,
+        out: &mut Vec<(SocketAddr, Option<IpAddr>, BytesMut)>,
+    ) -> io::Result<usize> {
         let metas = &mut self.metas;
         let mut slots = self.buf.chunks_mut(SLOT_SIZE);
         let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
@@ -198,43 +270,37 @@ impl Receiver {
         let n = socket
             .io
             .try_io(Interest::READABLE, || socket.state.recv(UdpSockRef::from(&socket.io), &mut iovs, metas))?;
-        // The kernel never reports more than a slot holds; clamp anyway
-        // rather than trust it with a slice index.
-        let len = |m: &RecvMeta| m.len.min(SLOT_SIZE);
         let metas = &self.metas[..n];
-        let total = metas.iter().map(len).sum();
-        let mut fresh = BytesMut::new();
-        let data = match self.arenas.iter_mut().position(|a| a.try_reclaim(total)) {
-            Some(i) => &mut self.arenas[i],
-            None if self.arenas.len() < ARENAS => {
-                self.arenas.push(BytesMut::with_capacity(SLOT_SIZE * BATCH_SIZE));
-                self.arenas.last_mut().expect("just pushed")
-            }
-            None => {
-                fresh.reserve(total);
-                &mut fresh
-            }
-        };
+        let mut data = BytesMut::with_capacity(metas.iter().map(landed_len).sum());
         for (meta, iov) in metas.iter().zip(iovs.iter()) {
-            data.extend_from_slice(&iov[..len(meta)]);
+            data.extend_from_slice(&iov[..landed_len(meta)]);
         }
-        // Each datagram is split off as its own view of the buffer (no
-        // copy), which the endpoint may modify: sealed packets are opened
-        // in place.
         let before = out.len();
         for meta in metas {
-            let mut rest = data.split_to(len(meta));
-            if rest.is_empty() {
-                // Still handed over, so the endpoint counts it as malformed.
-                out.push((meta.addr, meta.dst_ip, BytesMut::new()));
-            }
-            let stride = if meta.stride == 0 { rest.len() } else { meta.stride };
-            while !rest.is_empty() {
-                let piece = rest.split_to(stride.min(rest.len()));
-                out.push((meta.addr, meta.dst_ip, piece));
-            }
+            split_datagrams(meta, data.split_to(landed_len(meta)), out);
         }
         Ok(out.len() - before)
+    }
+}
+
+/// Bytes one receive slot got. The kernel never reports more than a slot
+/// holds; clamped anyway rather than trusted with a slice index.
+fn landed_len(meta: &RecvMeta) -> usize {
+    meta.len.min(SLOT_SIZE)
+}
+
+/// Appends the datagrams of one slot, a GRO batch split at its stride
+/// (each a view of the buffer, no copy, which the endpoint may modify:
+/// sealed packets are opened in place).
+fn split_datagrams(meta: &RecvMeta, mut rest: BytesMut, out: &mut Vec<(SocketAddr, Option<IpAddr>, BytesMut)>) {
+    if rest.is_empty() {
+        // Still handed over, so the endpoint counts it as malformed.
+        out.push((meta.addr, meta.dst_ip, BytesMut::new()));
+    }
+    let stride = if meta.stride == 0 { rest.len() } else { meta.stride };
+    while !rest.is_empty() {
+        let piece = rest.split_to(stride.min(rest.len()));
+        out.push((meta.addr, meta.dst_ip, piece));
     }
 }
 
@@ -258,6 +324,25 @@ mod tests {
             }
         }
         out.into_iter().map(|(_, _, d)| d).collect()
+    }
+
+    /// A call that finds nothing to read leaves its arena ready, and the
+    /// next call lands its datagrams in it without a copy.
+    #[tokio::test]
+    async fn an_empty_call_keeps_its_arena_and_datagrams_land_in_it() {
+        let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut rx = Receiver::new();
+        let mut out = Vec::new();
+        assert_eq!(rx.recv(&socket, &mut out).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!((rx.arenas.len(), rx.arenas[0].len()), (1, ARENA_BYTES));
+        let arena = rx.arenas[0].as_ptr() as usize..rx.arenas[0].as_ptr() as usize + ARENA_BYTES;
+        let got = batch(&sender, &socket, &mut rx, 2, 300).await;
+        assert_eq!(rx.arenas.len(), 1);
+        for d in &got {
+            assert!(arena.contains(&(d.as_ptr() as usize)), "landed outside the arena: copied");
+            assert_eq!(d.len(), 300);
+        }
     }
 
     /// The arenas are reused once every slice of a batch is dropped, and a

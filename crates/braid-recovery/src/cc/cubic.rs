@@ -141,6 +141,11 @@ struct Epoch {
     cwnd_epoch: f64,
     /// The Reno-friendly estimate W_est (§4.3), bytes.
     w_est: f64,
+    /// K (§4.2 eq. 2) and the (C_N, W_max, cwnd_epoch) it was computed
+    /// from: a cube root per acknowledgement was a few percent of a fast
+    /// sender's CPU, and the inputs change only between stages (or when a
+    /// parameter is set mid-stage, which the comparison catches).
+    k: Option<([f64; 3], f64)>,
 }
 
 /// CUBIC's state and rules for N virtual flows (N = 1: RFC 9438 CUBIC),
@@ -290,6 +295,7 @@ impl CubicCore {
                     start: now,
                     cwnd_epoch: cwnd,
                     w_est: cwnd,
+                    k: None,
                 }
             }
         };
@@ -309,7 +315,16 @@ impl CubicCore {
         }
 
         let t = now.saturating_duration_since(epoch.start).as_secs_f64();
-        let k = cubic_k(agg.c, w_max / smss, epoch.cwnd_epoch / smss);
+        let k_inputs = [agg.c, w_max / smss, epoch.cwnd_epoch / smss];
+        let k = match epoch.k {
+            Some((inputs, k)) if inputs == k_inputs => k,
+            _ => {
+                let [c, w_max_segments, cwnd_epoch_segments] = k_inputs;
+                let k = cubic_k(c, w_max_segments, cwnd_epoch_segments);
+                epoch.k = Some((k_inputs, k));
+                k
+            }
+        };
         let cubic_now = w_cubic(agg.c, k, w_max / smss, t) * smss;
         let new_w = if cubic_now < epoch.w_est {
             // §4.3 Reno-friendly region (never shrinking on an ACK).
