@@ -486,7 +486,8 @@ impl Connection {
         if self.state == State::Closed {
             return;
         }
-        let header = &packet.header;
+        let (header, frames) = packet.into_frames();
+        let header = &header;
         match (self.side, header.ty) {
             (Side::Client, PacketType::Accept) => self.on_accept(now, header),
             (Side::Client, PacketType::Data) => {
@@ -541,7 +542,7 @@ impl Connection {
 
         let mut ack_eliciting = false;
         let mut newly_readable = false;
-        for frame in packet.frames() {
+        for frame in frames {
             match frame {
                 Frame::Ping => ack_eliciting = true,
                 Frame::Ack(ack) => self.on_ack_frame(now, &ack, timestamp_us, echo_us),
