@@ -24,7 +24,9 @@
 //! packet must also prove its sender receives at its source address
 //! (`mac2` from a cookie reply, WireGuard §5.4.7, [`cookie`]), so a flood
 //! of initiations from spoofed addresses costs no Diffie-Hellman beyond
-//! [`SessionConfig::handshake_rate`]; at most
+//! [`SessionConfig::handshake_rate`], and one that did prove it still
+//! gets at most [`SessionConfig::per_source_rate`] a second per source
+//! address ([`ratelimit`], WireGuard's rate limiter); at most
 //! [`SessionConfig::max_peers`] peers are kept, with at most four sessions
 //! each (previous, current, two awaiting confirmation).
 //!
@@ -41,6 +43,7 @@ pub(crate) mod cookie;
 pub mod endorse;
 pub mod handshake;
 pub mod keys;
+pub(crate) mod ratelimit;
 pub(crate) mod sessions;
 
 use std::fmt;
@@ -256,6 +259,28 @@ pub struct SessionConfig {
     /// every `rekey_after` needs (546 a second). 0 demands a cookie
     /// always.
     pub handshake_rate: u32,
+    /// Initiations a second one source may have answered while the node
+    /// is under load, after its burst (WireGuard's rate limiter: 20; see
+    /// [`ratelimit`]). Only initiations with a valid mac2 meet it, so only
+    /// sources that receive at their address: it keeps a host, or a few
+    /// real hosts, from buying unlimited Diffie-Hellmans with a cookie.
+    /// A source is an IPv4 address or an IPv6 /64. The model: a legitimate
+    /// host starts one handshake per peer every `rekey_after` (120 s) and
+    /// retries a few times with backoff, so 20 a second sustains the
+    /// re-keys of about 2,400 peers behind one address (a NAT) with room
+    /// for retries. Not under load it does nothing. 0 turns it off.
+    pub per_source_rate: u32,
+    /// Initiations one source may have answered at once under load before
+    /// `per_source_rate` applies (WireGuard: 5; at least 1).
+    pub per_source_burst: u32,
+    /// Most sources the per-source limiter keeps (≈ 38 bytes each with the
+    /// map's slack; the default 4,096 takes at most about 270 KB). An entry
+    /// idle for `per_source_burst / per_source_rate` (0.25 s) is dropped
+    /// when room is needed; while the table is full of fresher ones, a new
+    /// source's initiation is dropped (and counted in `rate_limited`): it
+    /// takes this many address-proving sources within a quarter second,
+    /// and the sender's retry comes later.
+    pub max_rate_sources: usize,
 }
 
 impl Default for SessionConfig {
@@ -272,6 +297,9 @@ impl Default for SessionConfig {
             silence: Duration::from_secs(2),
             max_queued: 1024,
             handshake_rate: 2_000,
+            per_source_rate: 20,
+            per_source_burst: 5,
+            max_rate_sources: 4_096,
         }
     }
 }
@@ -304,6 +332,14 @@ pub struct SecurityStats {
     pub cookies_sent: u64,
     /// Cookie replies received that opened.
     pub cookies_received: u64,
+    /// Initiations whose Diffie-Hellmans this node did as the responder,
+    /// answered or not (the work `handshake_rate` budgets).
+    pub diffie_hellmans: u64,
+    /// Initiations with a valid mac2 dropped under load by the per-source
+    /// limit ([`SessionConfig::per_source_rate`]), or because its table of
+    /// sources was full ([`SessionConfig::max_rate_sources`]): no
+    /// Diffie-Hellman, no state, no answer.
+    pub rate_limited: u64,
 }
 
 /// Why discovering the node at an address failed.
@@ -339,6 +375,19 @@ pub(crate) fn mac1(key: &[u8; 32], body: &[u8]) -> [u8; MAC_LEN] {
     let mut out = [0u8; MAC_LEN];
     out.copy_from_slice(&h.as_bytes()[..MAC_LEN]);
     out
+}
+
+/// The mac1 (WireGuard §5.4.4) that the node with `receiver_public`
+/// expects on a handshake packet whose bytes before its two macs are
+/// `body` (for an initiation: `&packet[..INIT_LEN - 2 * MAC_LEN]`).
+///
+/// Anyone can compute it: the receiver's key is public (a key request
+/// returns it), which is why mac1 only drops random packets cheaply and
+/// mac2 ([`T_COOKIE`]) is what defends the Diffie-Hellman under load. It
+/// is public for tools that test that defence (a flood of initiations
+/// with a valid mac1, as a real attacker would send).
+pub fn mac1_for(receiver_public: &PublicKey, body: &[u8]) -> [u8; MAC_LEN] {
+    mac1(&mac1_key(receiver_public), body)
 }
 
 /// Constant-time comparison of two macs.

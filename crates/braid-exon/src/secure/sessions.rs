@@ -15,7 +15,9 @@
 //! must carry a valid mac2, or it is answered with a cookie reply alone
 //! (WireGuard §5.4.7, [`super::cookie`]); a node that receives a cookie
 //! keeps it per peer and puts its mac2 on every handshake packet to that
-//! peer while it is fresh.
+//! peer while it is fresh. An initiation whose mac2 passed under load
+//! meets the per-source limit next ([`super::ratelimit`]), before any
+//! Diffie-Hellman.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -30,6 +32,7 @@ use super::cookie::{self, Cookie, CookieSecret, HandshakeBudget, COOKIE_LIFETIME
 use super::endorse::{self, Endorsement};
 use super::handshake::{self, Initiation, Secrets};
 use super::keys::{Cipher, ReplayWindow, TransportKey, TAG_LEN};
+use super::ratelimit::{SourceLimiter, Verdict};
 use super::{
     mac1, mac1_key, mac_eq, DiscoveryError, PeerVerifier, SecurityStats, SessionConfig,
     DATA_HEADER_LEN, INIT_LEN, KEYREPLY_LEN, KEYREQ_LEN, MAC_LEN, RESP_LEN, T_COOKIE, T_DATA,
@@ -96,6 +99,17 @@ pub(crate) struct Opened {
     pub frames: Range<usize>,
 }
 
+/// What the load check says of a handshake packet (mac1 already checked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// Not under load: go on.
+    Open,
+    /// Under load, with a valid mac2: the source receives at its address.
+    Proved,
+    /// Under load without a valid mac2: a cookie reply was sent; stop.
+    Cookie,
+}
+
 /// What a handshake or discovery packet did.
 #[derive(Debug)]
 pub(crate) enum Handled {
@@ -117,6 +131,8 @@ pub(crate) struct Sessions {
     cookie_secret: CookieSecret,
     /// Handshake Diffie-Hellmans allowed before the node is under load.
     budget: HandshakeBudget,
+    /// Under load, initiations answered per source address.
+    limiter: SourceLimiter,
     verifier: Arc<dyn PeerVerifier>,
     cfg: SessionConfig,
     rng: Rng,
@@ -158,6 +174,7 @@ impl Sessions {
             own_cookie_key: cookie::reply_key(&public),
             cookie_secret: CookieSecret::default(),
             budget: HandshakeBudget::new(cfg.handshake_rate),
+            limiter: SourceLimiter::new(&cfg, &seed),
             public,
             identity,
             endorsement,
@@ -206,6 +223,7 @@ impl Sessions {
             + self.peers.len() * PEER
             + self.pending.len() * PENDING
             + self.out.iter().map(|(_, p)| p.len() + 64).sum::<usize>()
+            + self.limiter.state_bytes()
     }
 
     fn fresh_index(&mut self) -> u32 {
@@ -472,9 +490,19 @@ impl Sessions {
         let sender = u32::from_be_bytes([packet[1], packet[2], packet[3], packet[4]]);
         // Under load, first prove the source address (WireGuard §5.4.7):
         // before the answer cache too, so that no spoofed repeat is
-        // reflected either.
-        if self.demand_cookie(now, src, packet, sender, stats) {
-            return Handled::Nothing;
+        // reflected either. Then the proved source's own limit: before
+        // the cache as well, as WireGuard limits every handshake packet
+        // under load (a legitimate retransmission comes every
+        // `handshake_timeout` at most, far within the burst).
+        match self.gate(now, src, packet, sender, stats) {
+            Gate::Cookie => return Handled::Nothing,
+            Gate::Proved => {
+                if self.limiter.check(now, src.ip()) != Verdict::Allowed {
+                    stats.rate_limited += 1;
+                    return Handled::Nothing;
+                }
+            }
+            Gate::Open => {}
         }
         let msg1 = &packet[5..INIT_LEN - 2 * MAC_LEN];
         let digest = *blake3::hash(msg1).as_bytes();
@@ -494,6 +522,7 @@ impl Sessions {
         // The Diffie-Hellman work is done from here on, whatever comes of
         // it: it counts against the budget.
         self.budget.spend(now);
+        stats.diffie_hellmans += 1;
         let seed = self.seed();
         let full = self.peers.len() >= self.cfg.max_peers;
         let verifier = self.verifier.clone();
@@ -587,22 +616,23 @@ impl Sessions {
     /// WireGuard §5.4.7: under load, a handshake packet (its mac1 checked)
     /// without a valid mac2 for its source address is answered with a
     /// cookie reply, addressed to `sender` (the index it was sent under),
-    /// and goes no further: true then. No Diffie-Hellman, no state: the
-    /// cookie is recomputed from the rotating secret when the retry comes.
-    fn demand_cookie(
+    /// and goes no further: [`Gate::Cookie`] then. No Diffie-Hellman, no
+    /// state: the cookie is recomputed from the rotating secret when the
+    /// retry comes.
+    fn gate(
         &mut self,
         now: Instant,
         src: SocketAddr,
         packet: &[u8],
         sender: u32,
         stats: &mut SecurityStats,
-    ) -> bool {
+    ) -> Gate {
         if !self.under_load(now) {
-            return false;
+            return Gate::Open;
         }
         let n = packet.len();
         if self.cookie_secret.check(now, src, &packet[..n - MAC_LEN], &packet[n - MAC_LEN..]) {
-            return false;
+            return Gate::Proved;
         }
         let cookie = self.cookie_secret.cookie(now, &mut self.rng, src);
         let mut nonce = [0u8; cookie::NONCE_LEN];
@@ -612,7 +642,7 @@ impl Sessions {
         if self.queue(stats, src, reply) {
             stats.cookies_sent += 1;
         }
-        true
+        Gate::Cookie
     }
 
     /// A cookie reply (WireGuard §5.4.7), to an initiation in progress or
@@ -682,8 +712,11 @@ impl Sessions {
         // Only a response to an initiation in progress reaches here (a
         // spoofer must guess a 32-bit index), so no spoofed response is
         // answered with a cookie; one that did guess still costs no
-        // Diffie-Hellman under load without a mac2.
-        if self.demand_cookie(now, src, packet, sender, stats) {
+        // Diffie-Hellman under load without a mac2. No per-source limit
+        // is needed after a valid mac2: the pending initiation is taken
+        // below, so each initiation this node sent costs at most one
+        // Diffie-Hellman here, however many responses come.
+        if matches!(self.gate(now, src, packet, sender, stats), Gate::Cookie) {
             return Handled::Nothing;
         }
         let Some(p) = self.peers.get_mut(&peer) else {

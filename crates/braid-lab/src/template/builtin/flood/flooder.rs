@@ -9,6 +9,9 @@
 //! Sending is paced to a rate and bounded by a count and a deadline,
 //! whichever comes first, in `sendmmsg` batches so that the attacker's own
 //! system-call cost stays small on a machine it shares with the receiver.
+//!
+//! Against Exon, the attacker first learns the receiver's public key as
+//! anyone can: a key request from one of its sockets ([`learn_exon_key`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -18,8 +21,10 @@ use std::time::{Duration, Instant};
 
 use braid_emu::Testbed;
 
+use braid::exon::secure::PublicKey;
+
 use super::legit::Counters;
-use super::spoof::Forger;
+use super::spoof::{self, Forger};
 use crate::template::{ResultExt, TemplateError};
 
 /// The spoofed source range, on the receiver host's loopback device
@@ -77,6 +82,39 @@ pub fn open(tb: &Testbed, host: &str, target: SocketAddr, n: usize, spoofed: boo
         .map_err(|_| TemplateError::failed("the thread opening the flood's sockets panicked"))?
         .with_context(|| format!("opening the flood's sockets in host {host}"))?;
     Ok(Sockets { socks, addresses })
+}
+
+/// Key requests sent before giving up, and how long each waits for its
+/// reply.
+const KEY_TRIES: u32 = 10;
+const KEY_WAIT: Duration = Duration::from_millis(300);
+
+/// The Exon receiver's public key, asked for with a key request from the
+/// first socket and read from the reply (datagrams that are not one are
+/// skipped), as an attacker would learn it.
+pub fn learn_exon_key(sockets: &Sockets) -> Result<PublicKey, TemplateError> {
+    let sock = sockets.socks.first().ok_or_else(|| TemplateError::failed("the flood has no socket"))?;
+    sock.set_read_timeout(Some(KEY_WAIT)).context("setting a read timeout")?;
+    let mut buf = vec![0u8; 2048];
+    let mut learned = None;
+    'tries: for _ in 0..KEY_TRIES {
+        sock.send(&spoof::key_request()).context("sending a key request")?;
+        let until = Instant::now() + KEY_WAIT;
+        while Instant::now() < until {
+            match sock.recv(&mut buf) {
+                Ok(n) => {
+                    if let Some(key) = spoof::read_key_reply(&buf[..n]) {
+                        learned = Some(key);
+                        break 'tries;
+                    }
+                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break,
+                Err(e) => return Err(TemplateError::io("reading a key reply", e)),
+            }
+        }
+    }
+    sock.set_read_timeout(None).context("clearing the read timeout")?;
+    learned.ok_or_else(|| TemplateError::failed("the Exon receiver answered no key request: its key is unknown to the flood"))
 }
 
 /// How far one flood got.
@@ -195,7 +233,8 @@ mod tests {
             })
             .collect();
         let sockets = Sockets { socks, addresses: 1 };
-        let mut forger = Forger::new(Target::Exon, 1);
+        let key = braid::exon::Identity::from_seed(&[1; 32]).public_key();
+        let mut forger = Forger::new(Target::Exon, 1, Some(key));
         let counters = Counters::default();
         let stop = Arc::new(AtomicBool::new(false));
         let plan = Plan { pps: 20_000, max: 4_000, duration: Duration::from_secs(10) };
@@ -208,5 +247,34 @@ mod tests {
         let plan = Plan { pps: 1_000, max: 1_000_000, duration: Duration::from_millis(100) };
         let f = run(&sockets, &mut forger, plan, &counters, &stop);
         assert!(f.sent < 400, "{f:?}");
+    }
+
+    /// A real (sans-IO) Exon node behind a UDP socket on 127.0.0.1: the
+    /// key learned with a key request is its key, a stray datagram before
+    /// the reply is skipped.
+    #[test]
+    fn the_exon_key_is_learned_with_a_key_request() {
+        use braid::exon::{AcceptAnyKey, ExonNode, Identity, NodeConfig, Security};
+        let identity = Identity::from_seed(&[6; 32]);
+        let want = identity.public_key();
+        let target = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = target.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let security = Security::authenticated(identity, Arc::new(AcceptAnyKey));
+            let mut node = ExonNode::new(NodeConfig::default(), security, [6; 32], 0);
+            let mut buf = vec![0u8; 2048];
+            let (n, src) = target.recv_from(&mut buf).unwrap();
+            target.send_to(b"not a key reply", src).unwrap();
+            let now = braid::Instant::from_nanos(1);
+            node.handle_datagram(now, src, bytes::Bytes::copy_from_slice(&buf[..n]));
+            let mut out = Vec::new();
+            let t = node.poll_transmit(now, &mut out).expect("a key reply");
+            target.send_to(&out[..t.size], t.dst).unwrap();
+        });
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.connect(addr).unwrap();
+        let sockets = Sockets { socks: vec![s], addresses: 1 };
+        assert_eq!(learn_exon_key(&sockets).unwrap(), want);
+        server.join().unwrap();
     }
 }

@@ -322,6 +322,9 @@ impl Traffic {
                 put("responses", s.security.responses);
                 put("refused", s.security.refused);
                 put("queue_dropped", s.security.queue_dropped);
+                put("diffie_hellmans", s.security.diffie_hellmans);
+                put("cookies_sent", s.security.cookies_sent);
+                put("rate_limited", s.security.rate_limited);
                 Sample { held: s.security.sessions, peers: s.security.peers, counters }
             }
         }

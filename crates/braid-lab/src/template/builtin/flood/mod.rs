@@ -124,7 +124,7 @@ impl Template for Flood {
     fn params(&self) -> Vec<ParamDecl> {
         vec![
             ParamDecl::config("target", ParamType::one_of(&["braid", "exon"]), Value::Enum("braid".into()))
-                .doc("braid: a bulk transfer, flooded with forged Initials; exon: 1 KiB messages, flooded with forged initiations, key requests and sealed datagrams"),
+                .doc("braid: a bulk transfer, flooded with forged Initials; exon: 1 KiB messages, flooded with forged initiations (wrong and valid mac1), key requests and sealed datagrams"),
             ParamDecl::config("secs", ParamType::Duration, Value::Duration(Duration::from_secs(2)))
                 .doc("a baseline window's length, and the longest a flood window runs"),
             ParamDecl::config("warmup", ParamType::Duration, Value::Duration(Duration::from_secs(1)))
@@ -170,6 +170,14 @@ impl Template for Flood {
         ctx.record("flood_pps", run.flood_pps);
         for (k, v) in &run.receiver_state {
             ctx.record(k, *v as f64);
+        }
+        // Exon: the responder's work during the floods (valid-mac1
+        // initiations cost Diffie-Hellmans until its budget is spent, then
+        // only cookie replies).
+        for k in report::FLOOD_WORK_COUNTERS {
+            if let Some(v) = run.receiver_counters.get(*k) {
+                ctx.record(&format!("flood_{k}"), *v as f64);
+            }
         }
         match serde_json::to_value(&run) {
             Ok(json) => ctx.artifact(REPORT_ARTIFACT, json),
@@ -283,8 +291,14 @@ fn flood_rounds(
     spoofed: bool,
 ) -> Result<(Vec<Window>, usize), TemplateError> {
     let sockets = flooder::open(tb, "b", traffic.service, s.sources, spoofed)?;
+    // The attacker knows the Exon receiver's key the way anyone can: it
+    // asks (so its initiations can carry a valid mac1).
+    let exon_key = match s.target {
+        Target::Exon => Some(flooder::learn_exon_key(&sockets)?),
+        Target::Braid => None,
+    };
     std::thread::sleep(s.warmup);
-    let mut forger = spoof::Forger::new(s.target, ctx.seed);
+    let mut forger = spoof::Forger::new(s.target, ctx.seed, exon_key);
     let total = 2 * s.rounds as usize;
     let mut windows = Vec::with_capacity(total);
     for round in 0..s.rounds {
@@ -495,6 +509,17 @@ mod tests {
             let run: FloodRun = serde_json::from_value(report.expect("a report")).unwrap();
             assert_eq!(run.windows.len(), 2);
             assert_eq!(run.flood_packets, 20_000, "{run:?}");
+            if target == Target::Exon {
+                // A fifth of the flood had a valid mac1 (4,000 in about
+                // 0.7 s, above the budget of 2,000 a second): some cost a
+                // Diffie-Hellman, within the budget; the rest got cookie
+                // replies. The legitimate sender's handshake was before.
+                let flood = run.windows.iter().find(|w| w.flood).unwrap();
+                let (dh, cookies) = (flood.counters["diffie_hellmans"], flood.counters["cookies_sent"]);
+                let budget = braid::exon::SessionConfig::default().handshake_rate as f64;
+                assert!(dh > 0 && dh as f64 <= budget * (1.0 + flood.secs), "{dh} in {} s", flood.secs);
+                assert!(cookies > 0 && dh + cookies <= 4_000, "{dh} + {cookies}");
+            }
             assert!(run.baseline_mbps > 1.0 && run.flood_mbps > 0.0, "{run:?}");
             // Not `within_bound`: the bound is on this process's memory,
             // which the library's other tests, running in parallel threads,

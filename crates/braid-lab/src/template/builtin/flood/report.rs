@@ -100,6 +100,11 @@ pub struct FloodRun {
     pub windows: Vec<Window>,
 }
 
+/// The receiver's counters that say what work the flood cost it (Exon:
+/// Diffie-Hellmans done as responder, cookie replies sent, initiations
+/// dropped by the per-source limit), recorded on their own.
+pub const FLOOD_WORK_COUNTERS: &[&str] = &["diffie_hellmans", "cookies_sent", "rate_limited"];
+
 /// Most the process's resident memory may grow during a flood window:
 /// 8 MiB, under 84 bytes per forged datagram of a 100,000-datagram flood,
 /// so a receiver that kept anything per spoofed packet (even a queued
