@@ -23,7 +23,7 @@ use crate::shared::{Inner, Shared, Signals, Slot, Status};
 use crate::socket::Receiver;
 
 /// `recvmmsg` calls per turn before the batch is processed. Each may carry
-/// up to 32 GRO batches.
+/// up to 8 GRO batches (`socket::RECV_SLOTS`).
 pub(crate) const RECV_CALLS_PER_TURN: usize = 4;
 
 /// Transmissions (each up to ~64 KB with GSO) polled per lock.

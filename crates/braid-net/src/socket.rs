@@ -5,7 +5,7 @@ use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 
 use bytes::BytesMut;
-use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState, BATCH_SIZE};
+use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 
@@ -24,6 +24,18 @@ pub(crate) const MAX_SEND_BYTES: usize = 65_507;
 /// One receive slot: a GRO-coalesced batch (or a single datagram) is at most
 /// 64 KiB.
 const SLOT_SIZE: usize = 64 * 1024;
+
+/// Slots (messages, each one GRO batch) per `recvmmsg` call: 512 KiB of
+/// landing room. The model is the cache: what the kernel writes should
+/// still be in the core's L2 when the endpoint opens and copies it. A
+/// driver turn makes up to four calls before processing, so four calls'
+/// data (2 MiB) must fit in about an L2 (1 to 2 MiB per core on current
+/// x86-64 server and desktop parts); quinn-udp's full batch of 32 (2 MiB
+/// a call) thrashed it, and cost 3 to 6% more CPU per byte received in an
+/// encrypted loopback transfer (perf stat, alternating runs). More slots
+/// would save only system calls, about one per 350 KB.
+const RECV_SLOTS: usize = 8;
+const _: () = assert!(RECV_SLOTS <= quinn_udp::BATCH_SIZE);
 
 /// A bound, non-blocking UDP socket registered with tokio, and quinn-udp's
 /// view of its offload capabilities.
@@ -143,8 +155,8 @@ fn set_largest(mut set: impl FnMut(usize) -> io::Result<()>) {
 /// (one per datagram, split at the GRO stride) go to the endpoint without
 /// a copy.
 ///
-/// An arena is a buffer of [`BATCH_SIZE`] slots of [`SLOT_SIZE`] bytes
-/// (2 MiB with Linux's batch of 32), one per message of the call. It is
+/// An arena is a buffer of [`RECV_SLOTS`] slots of [`SLOT_SIZE`] bytes
+/// (512 KiB), one per message of the call. It is
 /// reused once the endpoint has let go of every slice of it: the usual
 /// case, since the endpoint copies payloads into messages and copies data
 /// it must hold out of order. A fresh buffer per call cost a page fault per
@@ -162,7 +174,7 @@ fn set_largest(mut set: impl FnMut(usize) -> io::Result<()>) {
 pub(crate) struct Receiver {
     /// Landing buffer for calls that find no free arena.
     buf: Box<[u8]>,
-    metas: [RecvMeta; BATCH_SIZE],
+    metas: [RecvMeta; RECV_SLOTS],
     /// Each either ready (all [`ARENA_BYTES`] long) or lent out (empty, its
     /// slices with the endpoint).
     arenas: Vec<BytesMut>,
@@ -170,18 +182,18 @@ pub(crate) struct Receiver {
 
 /// Receive arenas kept per socket: one per receive call of a driver turn
 /// and one for the turn before. A busy socket ends up with all of them
-/// resident, so 10 MiB at most per socket, beside its kernel buffers of up
+/// resident, so 2.5 MiB at most per socket, beside its kernel buffers of up
 /// to 8 MiB each way.
 pub(crate) const ARENAS: usize = crate::driver::RECV_CALLS_PER_TURN + 1;
 
 /// Bytes of one arena (and of the fallback landing buffer).
-const ARENA_BYTES: usize = SLOT_SIZE * BATCH_SIZE;
+const ARENA_BYTES: usize = SLOT_SIZE * RECV_SLOTS;
 
 impl Receiver {
     pub(crate) fn new() -> Receiver {
         Receiver {
             buf: vec![0; ARENA_BYTES].into_boxed_slice(),
-            metas: [RecvMeta::default(); BATCH_SIZE],
+            metas: [RecvMeta::default(); RECV_SLOTS],
             arenas: Vec::new(),
         }
     }
@@ -239,8 +251,8 @@ impl Receiver {
         let metas = &mut self.metas;
         let n = {
             let mut slots = arena.chunks_mut(SLOT_SIZE);
-            let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
-                std::array::from_fn(|_| IoSliceMut::new(slots.next().expect("an arena holds BATCH_SIZE slots")));
+            let mut iovs: [IoSliceMut<'_>; RECV_SLOTS] =
+                std::array::from_fn(|_| IoSliceMut::new(slots.next().expect("an arena holds RECV_SLOTS slots")));
             socket
                 .io
                 .try_io(Interest::READABLE, || socket.state.recv(UdpSockRef::from(&socket.io), &mut iovs, metas))?
@@ -265,8 +277,8 @@ impl Receiver {
     ) -> io::Result<usize> {
         let metas = &mut self.metas;
         let mut slots = self.buf.chunks_mut(SLOT_SIZE);
-        let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
-            std::array::from_fn(|_| IoSliceMut::new(slots.next().expect("buffer holds BATCH_SIZE slots")));
+        let mut iovs: [IoSliceMut<'_>; RECV_SLOTS] =
+            std::array::from_fn(|_| IoSliceMut::new(slots.next().expect("buffer holds RECV_SLOTS slots")));
         let n = socket
             .io
             .try_io(Interest::READABLE, || socket.state.recv(UdpSockRef::from(&socket.io), &mut iovs, metas))?;
@@ -354,7 +366,7 @@ mod tests {
         let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut rx = Receiver::new();
         let first = batch(&sender, &socket, &mut rx, 3, 1000).await;
-        let arena = first[0].as_ptr() as usize..first[0].as_ptr() as usize + SLOT_SIZE * BATCH_SIZE;
+        let arena = first[0].as_ptr() as usize..first[0].as_ptr() as usize + SLOT_SIZE * RECV_SLOTS;
         drop(first);
         let second = batch(&sender, &socket, &mut rx, 3, 1000).await;
         // Nothing else was held: the same arena again (further into it, or
