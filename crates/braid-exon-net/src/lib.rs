@@ -4,7 +4,8 @@
 //! Owns: the socket, the driver task, the mapping of protocol time to the
 //! monotonic clock, the durable clock's fsyncs and the journal's group
 //! commits (both off the driver task), and the async API:
-//! [`ExonSocket::send`] and [`ExonSocket::send_many`] (wait while the
+//! [`ExonSocket::send`], [`ExonSocket::send_many`] and
+//! [`ExonSocket::send_copies`] (wait while the
 //! peer's window is full: backpressure; with a journal, return once the
 //! messages are durable), [`ExonSocket::next_outcome`] and
 //! [`ExonSocket::outcomes_many`] (one [`Outcome`] per [`MessageId`] once
@@ -20,7 +21,10 @@
 //! in up to 32 datagrams, or GRO runs of them, per receive call
 //! (`recvmmsg`), both through quinn-udp. Whatever a wake-up
 //! delivers crosses to the application as one batch per channel, and
-//! [`ExonSocket::send_many`] hands the driver a batch in one command.
+//! [`ExonSocket::send_many`] hands the driver a batch in one command,
+//! which the node takes with one look-up of the peer
+//! ([`ExonNode::send_batch`]); [`ExonSocket::send_copies`] copies a batch
+//! into one buffer its messages share (no allocation per message).
 //!
 //! # Durability
 //!
@@ -613,6 +617,47 @@ impl ExonSocket {
         }
     }
 
+    /// Sends a copy of each of `msgs` to `peer` exactly once:
+    /// [`send_many`](Self::send_many) for messages the application keeps
+    /// (or writes into a scratch buffer of its own). The copies share one
+    /// buffer, freed once the last of them is acknowledged: one allocation
+    /// per call rather than one per message.
+    ///
+    /// ```no_run
+    /// # async fn f(sock: braid_exon_net::ExonSocket, peer: braid_exon::NodeId) -> Result<(), braid_exon_net::Error> {
+    /// let scratch = vec![7u8; 64 * 1024];
+    /// let msgs: Vec<&[u8]> = scratch.chunks(64).collect();
+    /// let ids = sock.send_copies(peer, &msgs).await?;
+    /// assert_eq!(ids.len(), 1024);
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_copies<M: AsRef<[u8]>>(
+        &self,
+        peer: NodeId,
+        msgs: &[M],
+    ) -> Result<Vec<MessageId>, Error> {
+        if let Some(m) = msgs.iter().find(|m| m.as_ref().len() as u64 > MAX_MESSAGE) {
+            return Err(Error::Send(SendError::TooLarge(m.as_ref().len())));
+        }
+        let total = msgs.iter().map(|m| m.as_ref().len()).sum();
+        let mut buf = Vec::with_capacity(total);
+        for m in msgs {
+            buf.extend_from_slice(m.as_ref());
+        }
+        let buf = Bytes::from(buf);
+        let mut at = 0;
+        let copies = msgs
+            .iter()
+            .map(|m| {
+                let end = at + m.as_ref().len();
+                let copy = buf.slice(at..end);
+                at = end;
+                copy
+            })
+            .collect();
+        self.send_many(peer, copies).await
+    }
+
     /// The next message received, or `None` once the driver stopped.
     pub async fn recv(&self) -> Option<(NodeId, Bytes)> {
         self.received.lock().await.next().await
@@ -729,6 +774,18 @@ impl Driver {
     /// returns `s` if some are left for later.
     fn feed(&mut self, mut s: Sending) -> Option<Sending> {
         let now = self.now();
+        if let Msgs::Many(it) = &mut s.msgs {
+            // The batched send: the node looks the peer up once.
+            if let Err(e) = self.node.send_batch(now, s.peer, it, &mut s.ids) {
+                self.answer(s, Some(e));
+                return None;
+            }
+            if !it.as_slice().is_empty() {
+                return Some(s); // the window is full: the rest waits
+            }
+            self.answer(s, None);
+            return None;
+        }
         while let Some(len) = s.msgs.peek_len() {
             // Asking first keeps the message: a refused one would be gone.
             if !self.node.has_room(s.peer, len) {
@@ -1045,5 +1102,71 @@ impl Driver {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `send_copies` delivers a copy of each borrowed message exactly once,
+    /// batches parked behind a small window included, with an outcome for
+    /// each; a message over the limit refuses the whole call.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn copies_arrive_once_each() {
+        const N: usize = 3_000;
+        let any = "127.0.0.1:0".parse().unwrap();
+        let mut small = SocketConfig::default();
+        small.node.machine.max_outstanding = 400;
+        let a = ExonSocket::bind(any, small).await.unwrap();
+        let b = ExonSocket::bind(any, SocketConfig::default()).await.unwrap();
+        let peer = a.connect(b.local_addr()).await.unwrap();
+        let too_big = vec![vec![0u8; 8], vec![0u8; (16 << 20) + 1]];
+        assert!(matches!(
+            a.send_copies(peer, &too_big).await,
+            Err(Error::Send(SendError::TooLarge(_)))
+        ));
+        // Messages of different lengths (1 to 100 bytes), numbered.
+        let scratch: Vec<Vec<u8>> = (0..N)
+            .map(|i| {
+                let mut m = (i as u32).to_be_bytes().to_vec();
+                m.resize(4 + i % 97, i as u8);
+                m
+            })
+            .collect();
+        let run = async {
+            let mut ids = Vec::new();
+            for chunk in scratch.chunks(1_000) {
+                let msgs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+                ids.extend(a.send_copies(peer, &msgs).await.unwrap());
+            }
+            let mut seen = vec![0u32; N];
+            let (mut got, mut batch) = (0, Vec::new());
+            while got < N {
+                batch.clear();
+                assert!(b.recv_many(&mut batch).await > 0);
+                for (_, m) in &batch {
+                    let i = u32::from_be_bytes(m[..4].try_into().unwrap()) as usize;
+                    assert_eq!(&m[..], &scratch[i][..]);
+                    seen[i] += 1;
+                    got += 1;
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "each message exactly once");
+            let mut outcomes = Vec::new();
+            while outcomes.len() < N {
+                assert!(a.outcomes_many(&mut outcomes).await > 0);
+            }
+            assert!(outcomes.iter().all(|(_, o)| *o == Outcome::Delivered));
+            let mut delivered: Vec<MessageId> = outcomes.iter().map(|(id, _)| *id).collect();
+            delivered.sort_unstable();
+            ids.sort_unstable();
+            assert_eq!(delivered, ids);
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), run)
+            .await
+            .expect("all delivered within 30 s");
+        a.close().await;
+        b.close().await;
     }
 }

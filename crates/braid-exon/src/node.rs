@@ -554,6 +554,45 @@ impl ExonNode {
         Ok(id)
     }
 
+    /// Sends messages from `msgs` to `peer` exactly once, in order, while
+    /// its outstanding window has room (see [`Machine::send_batch`]: the
+    /// first message that does not fit stays in `msgs`); the identifiers
+    /// of those taken are appended to `ids`. The batched
+    /// [`send`](Self::send): the peer's path and records are looked up
+    /// once per call, not once per message.
+    pub fn send_batch(
+        &mut self,
+        now: Instant,
+        peer: NodeId,
+        msgs: &mut std::vec::IntoIter<Bytes>,
+        ids: &mut Vec<MessageId>,
+    ) -> Result<(), SendError> {
+        if msgs.as_slice().is_empty() {
+            return Ok(());
+        }
+        let Some(p) = self.paths.get_mut(&peer).filter(|p| p.addr.is_some()) else {
+            return Err(SendError::UnknownPeer(peer));
+        };
+        let before = ids.len();
+        let result = self.machine.send_batch(now, peer, msgs, ids);
+        let k = ids.len() - before;
+        if k == 0 {
+            return result.map(|_| ());
+        }
+        if let Ok(bytes) = result {
+            // `send`'s average, for `k` messages of the run's mean size:
+            // what came before weighs what it would after `k` sends.
+            let mean = (bytes as f64 / k as f64).max(64.0);
+            let keep = 0.9f64.powi(i32::try_from(k).unwrap_or(i32::MAX));
+            p.avg_message = keep * p.avg_message + (1.0 - keep) * mean;
+        }
+        // Queued messages make the sender busy: its request timer runs.
+        if p.request_at.is_none() {
+            p.request_at = Some(now + p.rtt.rto());
+        }
+        result.map(|_| ())
+    }
+
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.machine.poll_event()
@@ -747,14 +786,15 @@ impl ExonNode {
         // A run of `Acked` for one transmission: (peer, tx, fragments).
         let mut run: Option<(NodeId, u64, usize)> = None;
         while let Some(fb) = self.machine.poll_feedback() {
-            if let Feedback::Acked { peer, tx } = fb {
+            if let Feedback::Acked { peer, tx, fragments } = fb {
+                let fragments = fragments as usize;
                 match &mut run {
-                    Some((p, t, k)) if *p == peer && *t == tx => *k += 1,
+                    Some((p, t, k)) if *p == peer && *t == tx => *k += fragments,
                     _ => {
                         if let Some((p, t, k)) = run.take() {
                             self.on_acked(now, p, t, k, &mut touched);
                         }
-                        run = Some((peer, tx, 1));
+                        run = Some((peer, tx, fragments));
                     }
                 }
                 continue;
@@ -1087,6 +1127,10 @@ impl ExonNode {
             None => p.cc.window(),
         };
         let rate = p.cc.pacing_rate(p.rtt.smoothed());
+        // The pacer is asked once for the largest datagram: if that may
+        // leave, every fragment may (nothing in the loop spends its tokens),
+        // and the loop asks nothing per fragment.
+        let paced = p.pacer.delay(now, rate, limit as u64).is_none();
         let tx = self.next_tx;
         let mut frags: Vec<(u64, u64)> = Vec::new();
         let mut first = true;
@@ -1102,7 +1146,11 @@ impl ExonNode {
                     p.pace_at = None; // an acknowledgement, not a timer, opens the window
                     return false;
                 }
-                p.pace_at = p.pacer.delay(now, rate, bytes);
+                p.pace_at = if paced {
+                    None
+                } else {
+                    p.pacer.delay(now, rate, bytes)
+                };
                 p.pace_at.is_none()
             };
             let Some((s, offset, first_tx)) =

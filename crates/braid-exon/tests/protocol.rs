@@ -606,3 +606,114 @@ proptest! {
         }
     }
 }
+
+// ----- batched sends -------------------------------------------------------
+
+proptest! {
+    /// `send_batch` takes what `send` would, message by message, while the
+    /// outstanding window has room (the same identifiers, the same
+    /// messages left over), and what it takes is delivered exactly once,
+    /// in order, as with `send`.
+    #[test]
+    fn send_batch_takes_what_send_would(
+        batches in proptest::collection::vec(proptest::collection::vec(0usize..200, 0..12), 1..8),
+        max_outstanding in 1usize..10,
+    ) {
+        let cfg = MachineConfig { max_outstanding, ..cfg() };
+        let (mut a1, mut b1) = (machine(A, cfg.clone()), machine(B, cfg.clone()));
+        let (mut a2, mut b2) = (machine(A, cfg.clone()), machine(B, cfg));
+        let mut k = 0u64;
+        let mut left: Vec<Bytes> = Vec::new();
+        for sizes in batches {
+            for len in sizes {
+                let mut m = vec![0u8; len.max(8)];
+                m[..8].copy_from_slice(&k.to_be_bytes());
+                left.push(Bytes::from(m));
+                k += 1;
+            }
+            let mut it = left.clone().into_iter();
+            let mut ids1 = Vec::new();
+            let bytes = a1.send_batch(NOW, B, &mut it, &mut ids1).unwrap();
+            let mut ids2 = Vec::new();
+            let mut taken = 0u64;
+            for m in &left {
+                if !a2.has_room(B, m.len()) {
+                    break;
+                }
+                taken += m.len() as u64;
+                ids2.push(a2.send(NOW, B, m.clone()).unwrap());
+            }
+            prop_assert_eq!(&ids1, &ids2);
+            prop_assert_eq!(bytes, taken);
+            prop_assert_eq!(it.as_slice(), &left[ids2.len()..]);
+            prop_assert_eq!(a1.outstanding(B), a2.outstanding(B));
+            left.drain(..ids2.len());
+            settle(&mut a1, &mut b1);
+            settle(&mut a2, &mut b2);
+        }
+        let received = |b: &mut Machine| -> Vec<Bytes> {
+            events(b).into_iter().filter_map(|e| match e {
+                Event::Received { data, .. } => Some(data),
+                _ => None,
+            }).collect()
+        };
+        let (r1, r2) = (received(&mut b1), received(&mut b2));
+        let sent = (k as usize) - left.len();
+        prop_assert_eq!(r1.len(), sent);
+        prop_assert_eq!(&r1, &r2);
+        for (i, m) in r1.iter().enumerate() {
+            prop_assert_eq!(u64::from_be_bytes(m[..8].try_into().unwrap()), i as u64);
+        }
+    }
+}
+
+/// A batch to a peer without an address is refused whole; to self, too.
+#[test]
+fn send_batch_refuses_unknown_peers_and_itself() {
+    let (mut a, _, _, _) = node_pair();
+    let mut ids = Vec::new();
+    let mut it = vec![Bytes::from_static(b"x")].into_iter();
+    assert!(a.send_batch(NOW, NodeId(9), &mut it, &mut ids).is_err());
+    assert!(ids.is_empty() && it.as_slice().len() == 1);
+    let mut m = machine(A, cfg());
+    assert!(m.send_batch(NOW, A, &mut it, &mut ids).is_err());
+    assert!(ids.is_empty() && it.as_slice().len() == 1);
+}
+
+/// Thousands of small messages handed to the node in one batch are all
+/// taken and delivered once each.
+#[test]
+fn a_node_batch_of_small_messages_arrives_once() {
+    let (mut a, mut b, sa, sb) = node_pair();
+    let n = 3_000u64;
+    let msgs: Vec<Bytes> = (0..n)
+        .map(|k| {
+            let mut m = vec![0u8; 64];
+            m[..8].copy_from_slice(&k.to_be_bytes());
+            Bytes::from(m)
+        })
+        .collect();
+    let mut it = msgs.into_iter();
+    let mut ids = Vec::new();
+    a.send_batch(NOW, B, &mut it, &mut ids).unwrap();
+    assert_eq!((ids.len() as u64, it.as_slice().len()), (n, 0));
+    let (_, _, ea, eb) = shuttle(&mut a, &mut b, (sa, sb), 64);
+    let mut got: Vec<u64> = eb
+        .iter()
+        .filter_map(|e| match e {
+            Event::Received { data, .. } => Some(u64::from_be_bytes(data[..8].try_into().unwrap())),
+            _ => None,
+        })
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, (0..n).collect::<Vec<_>>());
+    let mut delivered: Vec<_> = ea
+        .iter()
+        .filter_map(|e| match e {
+            Event::Delivered { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    delivered.sort_unstable();
+    assert_eq!(delivered, ids);
+}

@@ -548,8 +548,7 @@ fn restored_token(rck: u64, id: MessageId, data: Bytes, frag: usize) -> Token {
         rck,
         id,
         data,
-        frags: Frags::pending(n),
-        sent_any: true,
+        frags: Frags::pending(n, true),
         seq: 0,
     }
 }

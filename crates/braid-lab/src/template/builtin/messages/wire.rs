@@ -9,7 +9,8 @@
 //!   a read parses every frame it brought, without a copy;
 //! - Braid's reliable transport takes and delivers whole messages
 //!   (`send_message` / `recv_message`), one connection;
-//! - Exon takes batches (`send_many`) and delivers batches (`recv_many`);
+//! - Exon takes batches (`send_copies`: one buffer shared by a batch) and
+//!   delivers batches (`recv_many`);
 //! - the Node takes and delivers [`Message`]s, each naming its transport.
 //!
 //! A receive waits at most [`TICK`] so that loops can watch their clocks
@@ -368,8 +369,15 @@ impl Wire {
             }
             Kind::Exon(e) => {
                 let peer = e.peer.context("Exon: no peer to send to yet")?;
-                let msgs = ids.iter().map(|&id| Bytes::from(message(id, size))).collect();
-                e.accepted += e.sock.send_many(peer, msgs).await.context("exon send")?.len() as u64;
+                // A run at once, framed into one buffer the application
+                // keeps, as Braid's; the socket copies it into one buffer
+                // the messages share.
+                self.scratch.clear();
+                for &id in ids {
+                    put(&mut self.scratch, id, size);
+                }
+                let msgs: Vec<&[u8]> = self.scratch.chunks(size.max(MIN_SIZE)).collect();
+                e.accepted += e.sock.send_copies(peer, &msgs).await.context("exon send")?.len() as u64;
             }
             Kind::Node(n) => {
                 let h = n.header.clone().context("Node: no peer to send to yet")?;
