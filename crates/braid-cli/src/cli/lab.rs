@@ -7,13 +7,14 @@ use anyhow::Context;
 use braid_lab::analysis::{self, ExportFormat, Goal, Objective, ParetoQuery, ShowQuery, Table};
 use braid_lab::figures::{self, DistributionQuery, Kind};
 use braid_lab::plan::Plan;
-use braid_lab::runner::{default_work_root, Interrupt, Isolation, RunOptions};
+use braid_lab::runner::{default_work_root, Isolation, RunOptions};
 use braid_lab::session::{self, default_db};
 use braid_lab::store::Store;
 use braid_lab::study::Study;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
+use super::signals::{interrupt_on_signals, interrupted_line};
 use super::{emit, Outcome};
 
 #[path = "lab_serve.rs"]
@@ -377,7 +378,14 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
         LabCommand::Serve(a) => lab_serve::serve(a),
         LabCommand::Worker(a) => {
             let code = match &a.spec {
-                Some(spec) => braid_lab::runner::worker::run_spec(spec, &braid_lab::template::find_builtin),
+                Some(spec) => {
+                    // The runner SIGTERMs its workers when the run is
+                    // interrupted: stop the template through its context so
+                    // it tears its testbed down, and exit with
+                    // EXIT_INTERRUPTED (issue 21).
+                    let (stop, _) = interrupt_on_signals()?;
+                    braid_lab::runner::worker::run_spec_with(spec, &braid_lab::template::find_builtin, &stop)
+                }
                 None => lab_slurm::slurm_task()?,
             };
             std::process::exit(code);
@@ -483,18 +491,15 @@ fn run_study(a: RunArgs) -> anyhow::Result<Outcome> {
         options.isolation = Isolation::Worker { program, args: vec!["lab".into(), "worker".into()] };
     }
     a.slurm.apply(&study, &db, &mut options)?;
+    // SIGINT and SIGTERM stop the run cleanly (issue 21).
     let (interrupt, first_signal) = interrupt_on_signals()?;
     options.interrupt = Some(interrupt);
     let run = match session::run_study(&study, &mut store, &options) {
         Err(session::SessionError::Run(e)) if e.is_interrupted() => {
             drop(store);
-            let signal = match first_signal.load(std::sync::atomic::Ordering::SeqCst) {
-                0 => libc::SIGINT,
-                n => n,
-            };
-            eprintln!("braid lab run: {}", interrupted_line(&e, signal));
+            eprintln!("braid lab run: {}", interrupted_line(&e, &first_signal));
             // The shell's convention for a command ended by a signal.
-            std::process::exit(128 + signal);
+            std::process::exit(first_signal.exit_code());
         }
         run => run?,
     };
@@ -526,65 +531,6 @@ fn run_study(a: RunArgs) -> anyhow::Result<Outcome> {
     }
     // A study that ran with failures still ran: exit 3 tells scripts.
     Ok(Outcome::from_ok(failed == 0))
-}
-
-/// SIGINT (Ctrl-C) and SIGTERM stop `braid lab run` cleanly (issue 21):
-/// each one requests the returned [`Interrupt`], which the runner watches
-/// (the first: SIGTERM to the running experiments, SIGKILL after a grace;
-/// a second: SIGKILL at once). The runner installs no handlers itself (it
-/// is a library); these are tokio's, on a thread of their own, since the
-/// lab runs without an async runtime. Also returns the first signal's
-/// number once one came (0 before).
-fn interrupt_on_signals() -> anyhow::Result<(Interrupt, std::sync::Arc<std::sync::atomic::AtomicI32>)> {
-    use std::sync::atomic::{AtomicI32, Ordering};
-    use tokio::signal::unix::{signal, SignalKind};
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime that watches for SIGINT and SIGTERM")?;
-    // Registered before the run starts: from here on these signals are
-    // caught, no longer fatal.
-    let (mut int, mut term) = runtime
-        .block_on(async {
-            let int = signal(SignalKind::interrupt())?;
-            Ok::<_, std::io::Error>((int, signal(SignalKind::terminate())?))
-        })
-        .context("installing the SIGINT and SIGTERM handlers")?;
-    let interrupt = Interrupt::new();
-    let first = std::sync::Arc::new(AtomicI32::new(0));
-    let (requests, which) = (interrupt.clone(), first.clone());
-    std::thread::Builder::new()
-        .name("lab-signals".into())
-        .spawn(move || {
-            runtime.block_on(async move {
-                loop {
-                    let number = tokio::select! {
-                        Some(()) = int.recv() => libc::SIGINT,
-                        Some(()) = term.recv() => libc::SIGTERM,
-                        else => return,
-                    };
-                    let _ = which.compare_exchange(0, number, Ordering::SeqCst, Ordering::SeqCst);
-                    requests.request();
-                }
-            })
-        })
-        .context("starting the thread that watches for SIGINT and SIGTERM")?;
-    Ok((interrupt, first))
-}
-
-/// The one line `braid lab run` prints when a signal stopped it.
-fn interrupted_line(e: &braid_lab::runner::RunError, signal: i32) -> String {
-    let name = if signal == libc::SIGTERM { "SIGTERM" } else { "SIGINT" };
-    match e {
-        braid_lab::runner::RunError::Interrupted { stopped, stored } => format!(
-            "interrupted by {name}: stopped {stopped} running experiments (not stored), {stored} finished ones stored; \
-             run the same command again to resume"
-        ),
-        _ => format!(
-            "interrupted by {name}: the submitted Slurm arrays keep running; run the same command again to adopt them \
-             and resume"
-        ),
-    }
 }
 
 /// The errors of the first few failed experiments of `study`, on stderr.

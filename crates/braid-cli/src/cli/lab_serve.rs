@@ -11,6 +11,7 @@ use braid_lab::store::Store;
 use braid_lab::web::{self, App, ServeConfig};
 use clap::Args;
 
+use super::super::signals;
 use super::{DbArg, Outcome};
 
 #[derive(Debug, Args)]
@@ -31,7 +32,15 @@ pub struct ServeArgs {
     in_process: bool,
 }
 
-/// Run the web interface until interrupted.
+/// How often the server looks whether it was interrupted.
+const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How long an interrupted server waits for the studies it runs to stop
+/// (the runner's grace and teardown take a few seconds at most).
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Run the web interface until interrupted (SIGINT or SIGTERM: then exit
+/// 130 or 143).
 pub fn serve(a: ServeArgs) -> anyhow::Result<Outcome> {
     let db: PathBuf = a.db.path();
     // Create and migrate the database, as `braid lab run` would.
@@ -46,9 +55,14 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<Outcome> {
         let program = std::env::current_exe().context("finding the braid binary for worker processes")?;
         options.isolation = Isolation::Worker { program, args: vec!["lab".into(), "worker".into()] };
     }
+    // Ctrl-C and SIGTERM stop the server gracefully and interrupt the
+    // studies it runs through the runner's Interrupt (issue 21).
+    let (interrupt, first_signal) = signals::interrupt_on_signals()?;
+    options.interrupt = Some(interrupt.clone());
     let config = ServeConfig { db: db.clone(), listen: a.listen, token: a.token, run_options: options.clone() };
     let auth = config.auth().map_err(|e| anyhow::anyhow!("{e}"))?;
     let app = App::new(&db, auth.clone(), options);
+    let launched = app.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -66,11 +80,22 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<Outcome> {
         super::emit(&format!("database {}", db.display()));
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        tokio::select! {
-            r = web::serve(listener, app, std::future::pending()) => r.context("serving")?,
-            _ = tokio::signal::ctrl_c() => eprintln!("braid lab serve: interrupted; studies still running resume with `braid lab run`"),
-        }
+        let requested = interrupt.clone();
+        let shutdown = async move {
+            while !requested.is_requested() {
+                tokio::time::sleep(SIGNAL_POLL).await;
+            }
+        };
+        web::serve(listener, app, shutdown).await.context("serving")?;
         anyhow::Ok(())
     })?;
-    Ok(Outcome::Success)
+    // The runtime is gone, but a study's runner thread may still be
+    // stopping its experiments: wait for the launcher's runs to end.
+    let stopped = launched.launcher().wait_idle(STOP_WAIT);
+    eprintln!(
+        "braid lab serve: interrupted by {}{}; run a study again with `braid lab run` to resume it",
+        first_signal.name(),
+        if stopped { "" } else { " (a study was still stopping)" }
+    );
+    std::process::exit(first_signal.exit_code());
 }

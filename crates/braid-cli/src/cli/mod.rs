@@ -20,6 +20,7 @@ mod progress;
 mod rules;
 mod send;
 mod serve;
+mod signals;
 mod sim;
 mod sim_priority;
 mod table;

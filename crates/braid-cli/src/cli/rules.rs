@@ -20,7 +20,7 @@ use braid_rules::Vocabulary;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::{emit, table, Outcome};
+use super::{emit, signals, table, Outcome};
 
 #[derive(Debug, Subcommand)]
 pub enum RulesCommand {
@@ -347,12 +347,33 @@ fn learn(a: LearnArgs) -> anyhow::Result<Outcome> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
+    // SIGINT and SIGTERM stop the batch being evaluated the way they stop
+    // `braid lab run` (issue 21): its running experiments are ended and
+    // not stored, the batch fails, and so does the campaign.
+    let (interrupt, first_signal) = signals::interrupt_on_signals()?;
+    options.interrupt = Some(interrupt.clone());
     let report = run_campaign(&study, &mut store, &options, &mut |p| {
         bar.set_prefix(p.phase.to_string());
         bar.inc(p.batch.evaluations as u64);
         bar.set_message(if p.batch.failed > 0 { format!("{} failed in {}", p.batch.failed, p.batch.study) } else { p.batch.study.clone() });
-    })?;
+    });
     bar.finish_and_clear();
+    let report = match report {
+        Err(_) if interrupt.is_requested() => {
+            drop(store);
+            // The evaluator reads experiments already stored as ok back
+            // instead of running them: a rerun replays the seeded search
+            // up to here from the database.
+            eprintln!(
+                "braid rules learn: interrupted by {}: stopped the running experiments (not stored), the finished ones \
+                 are stored in {}; run the same command again to resume",
+                first_signal.name(),
+                db.display()
+            );
+            std::process::exit(first_signal.exit_code());
+        }
+        report => report?,
+    };
     if let Some(out) = &a.out {
         std::fs::write(out, rule_file(&report, &report.gp.best)).with_context(|| format!("writing {}", out.display()))?;
     }

@@ -218,19 +218,21 @@ fn in_process_exit(result: std::thread::Result<Result<(), TemplateError>>, late:
 }
 
 /// Run `template` with a file recorder appending to `records.jsonl` in
-/// `work_dir` (which exists): what a worker process does.
+/// `work_dir` (which exists), in a context that `stop` ends early: what a
+/// worker process does.
 pub(crate) fn run_template(
     template: &dyn Template,
     experiment: &PlannedExperiment,
     work_dir: &Path,
     deadline: Instant,
+    stop: crate::runner::Interrupt,
 ) -> Result<(), TemplateError> {
     let path = work_dir.join(RECORDS_FILE);
     let mut recorder =
         Recorder::create(&path).map_err(|e| TemplateError::io(format!("creating {}", path.display()), e))?;
     let result = {
-        let mut ctx =
-            Context::new(&experiment.params, experiment.seed, deadline, &mut recorder, work_dir, &experiment.id);
+        let mut ctx = Context::new(&experiment.params, experiment.seed, deadline, &mut recorder, work_dir, &experiment.id)
+            .with_stop(stop);
         template.run(&mut ctx)
     };
     let flushed = recorder.flush().map_err(|e| TemplateError::io(format!("writing {}", path.display()), e));

@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 
 use crate::param::{ParamDecl, ParamError, Params};
 use crate::record::Recorder;
+use crate::runner::Interrupt;
 
 /// What a template needs from the machine and the runner.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -112,6 +113,10 @@ pub enum TemplateError {
     /// It ran past its deadline.
     #[error("deadline passed: {0}")]
     Timeout(String),
+    /// It was asked to stop (the worker got SIGTERM: the run was
+    /// interrupted) and unwound at the named step.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
     /// The measurement itself failed.
     #[error("{0}")]
     Failed(String),
@@ -157,6 +162,8 @@ pub struct Context<'a> {
     tag: String,
     testbeds: u32,
     progress: Option<&'a (dyn Fn(f64) + Sync)>,
+    /// A request to stop early (issue 21): the worker's SIGTERM.
+    stop: Option<Interrupt>,
 }
 
 impl<'a> Context<'a> {
@@ -181,7 +188,23 @@ impl<'a> Context<'a> {
             tag: unique_tag(tag),
             testbeds: 0,
             progress: None,
+            stop: None,
         }
+    }
+
+    /// A context that a request of `stop` ends early: from then on
+    /// [`check_deadline`](Self::check_deadline) fails with
+    /// [`TemplateError::Interrupted`] and [`remaining`](Self::remaining)
+    /// is zero, so the template unwinds through its usual teardown (its
+    /// testbed's `down()`) as it would at its deadline.
+    pub fn with_stop(mut self, stop: Interrupt) -> Context<'a> {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Whether the experiment was asked to stop early.
+    pub fn is_stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(Interrupt::is_requested)
     }
 
     /// A context whose work directory (the runner's private one for this
@@ -251,14 +274,21 @@ impl<'a> Context<'a> {
         self.work_dir
     }
 
-    /// Time left before the deadline (zero once it passed).
+    /// Time left before the deadline (zero once it passed, or once the
+    /// experiment was asked to stop).
     pub fn remaining(&self) -> Duration {
+        if self.is_stopped() {
+            return Duration::ZERO;
+        }
         self.deadline.saturating_duration_since(Instant::now())
     }
 
+    /// `Err(Interrupted)` once the experiment was asked to stop,
     /// `Err(Timeout)` once the deadline passed.
     pub fn check_deadline(&self, doing: &str) -> Result<(), TemplateError> {
-        if Instant::now() >= self.deadline {
+        if self.is_stopped() {
+            Err(TemplateError::Interrupted(doing.to_string()))
+        } else if Instant::now() >= self.deadline {
             Err(TemplateError::Timeout(doing.to_string()))
         } else {
             Ok(())
@@ -426,6 +456,24 @@ mod tests {
         assert!(ctx.work_dir_made());
         assert!(ctx.work_dir().join("log").exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_stop_request_fails_check_deadline_and_zeroes_remaining() {
+        let params = Params::default();
+        let mut rec = Recorder::in_memory();
+        let dir = std::env::temp_dir();
+        let stop = Interrupt::new();
+        let ctx = Context::new(&params, 1, Instant::now() + Duration::from_secs(60), &mut rec, &dir, "t")
+            .with_stop(stop.clone());
+        assert!(ctx.check_deadline("before").is_ok());
+        assert!(ctx.remaining() > Duration::from_secs(30));
+        stop.request();
+        match ctx.check_deadline("measuring") {
+            Err(TemplateError::Interrupted(doing)) => assert_eq!(doing, "measuring"),
+            other => panic!("expected Interrupted, got {other:?}"),
+        }
+        assert_eq!(ctx.remaining(), Duration::ZERO);
     }
 
     #[test]
