@@ -517,7 +517,11 @@ mod tests {
                 let flood = run.windows.iter().find(|w| w.flood).unwrap();
                 let (dh, cookies) = (flood.counters["diffie_hellmans"], flood.counters["cookies_sent"]);
                 let budget = braid::exon::SessionConfig::default().handshake_rate as f64;
-                assert!(dh > 0 && dh as f64 <= budget * (1.0 + flood.secs), "{dh} in {} s", flood.secs);
+                // The bucket's burst (one second's worth) plus its refill
+                // over the window, and over up to 0.2 s more: the counters
+                // are sampled around the window, not at its exact edges
+                // (CI measured 3,334 against 3,333.6 without that slack).
+                assert!(dh > 0 && dh as f64 <= budget * (1.2 + flood.secs), "{dh} in {} s", flood.secs);
                 assert!(cookies > 0 && dh + cookies <= 4_000, "{dh} + {cookies}");
             }
             assert!(run.baseline_mbps > 1.0 && run.flood_mbps > 0.0, "{run:?}");
