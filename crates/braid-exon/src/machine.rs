@@ -570,6 +570,27 @@ impl SlotList {
     }
 }
 
+/// `EOsend` l. 23-25: the send record of `peer`, created at the node
+/// clock (its header journaled) if there is none. A free function, so the
+/// caller can keep the record while it uses the machine's other fields.
+fn send_record<'a>(
+    senders: &'a mut BTreeMap<NodeId, SendRec>,
+    journal: &mut Journal,
+    clock: &Clock,
+    cfg: &MachineConfig,
+    now: Instant,
+    peer: NodeId,
+) -> &'a mut SendRec {
+    let fresh = !senders.contains_key(&peer);
+    let c = senders
+        .entry(peer)
+        .or_insert_with(|| SendRec::new(clock.ck, cfg.min_window, now));
+    if fresh {
+        journal.log(|| c.header(peer));
+    }
+    c
+}
+
 /// Puts message `m` in the lowest envelope of `c` (l. 29-32): a token
 /// whose fragments (of `frag` bytes) then wait for the transmitter (l. 33).
 /// The caller checked that `c` has an envelope.
@@ -831,15 +852,7 @@ impl Machine {
         peer: NodeId,
         data: Bytes,
     ) -> Result<MessageId, SendError> {
-        if data.len() as u64 > MAX_MESSAGE {
-            return Err(SendError::TooLarge(data.len()));
-        }
-        if peer == self.id {
-            return Err(SendError::SelfSend(peer));
-        }
-        if self.clock.ck >= CLOCK_MAX - (1 << 32) {
-            return Err(SendError::ClockExhausted);
-        }
+        self.check_send(peer, data.len())?;
         if let Some(c) = self.senders.get(&peer) {
             if c.msg.len() + c.tok.len() >= self.cfg.max_outstanding
                 || c.bytes + data.len() as u64 > self.cfg.max_outstanding_bytes
@@ -849,16 +862,7 @@ impl Machine {
         }
         let id = MessageId(self.next_message);
         self.next_message += 1;
-        let (ck, window) = (self.clock.ck, self.cfg.min_window);
-        // l. 23-25: a new record starts at the node clock.
-        let fresh = !self.senders.contains_key(&peer);
-        let c = self
-            .senders
-            .entry(peer)
-            .or_insert_with(|| SendRec::new(ck, window, now));
-        if fresh {
-            self.journal.log(|| c.header(peer));
-        }
+        let c = send_record(&mut self.senders, &mut self.journal, &self.clock, &self.cfg, now, peer);
         self.journal.log(|| Record::Enqueue {
             peer,
             id,
@@ -899,27 +903,10 @@ impl Machine {
             return Ok(0);
         };
         // The checks `send` makes before it creates a record.
-        if first.len() as u64 > MAX_MESSAGE {
-            return Err(SendError::TooLarge(first.len()));
-        }
-        if peer == self.id {
-            return Err(SendError::SelfSend(peer));
-        }
-        if self.clock.ck >= CLOCK_MAX - (1 << 32) {
-            return Err(SendError::ClockExhausted);
-        }
-        let (ck, window) = (self.clock.ck, self.cfg.min_window);
+        self.check_send(peer, first.len())?;
         let frag = self.cfg.max_fragment.max(1);
         let (max_msgs, max_bytes) = (self.cfg.max_outstanding, self.cfg.max_outstanding_bytes);
-        // l. 23-25: a new record starts at the node clock.
-        let fresh = !self.senders.contains_key(&peer);
-        let c = self
-            .senders
-            .entry(peer)
-            .or_insert_with(|| SendRec::new(ck, window, now));
-        if fresh {
-            self.journal.log(|| c.header(peer));
-        }
+        let c = send_record(&mut self.senders, &mut self.journal, &self.clock, &self.cfg, now, peer);
         let mut bytes = 0;
         let result = loop {
             let Some(m) = msgs.as_slice().first() else {
@@ -960,6 +947,21 @@ impl Machine {
         // l. 30-31 with low/high watermarks, once for the run.
         self.maybe_request(now, peer);
         result
+    }
+
+    /// The checks of `EOsend` before a message to `peer` is taken: its
+    /// size, the destination, and a clock with room left for its slots.
+    fn check_send(&self, peer: NodeId, len: usize) -> Result<(), SendError> {
+        if len as u64 > MAX_MESSAGE {
+            return Err(SendError::TooLarge(len));
+        }
+        if peer == self.id {
+            return Err(SendError::SelfSend(peer));
+        }
+        if self.clock.ck >= CLOCK_MAX - (1 << 32) {
+            return Err(SendError::ClockExhausted);
+        }
+        Ok(())
     }
 
     /// Would [`send`](Self::send) find room for a `len`-byte message to
