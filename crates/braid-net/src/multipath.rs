@@ -142,7 +142,11 @@ impl Connection {
     ///
     /// A path whose retransmission timer fires repeatedly while another
     /// works is abandoned, its unacknowledged data rescheduled; it then
-    /// disappears from [`Connection::paths`].
+    /// disappears from [`Connection::paths`]. It is opened again later on
+    /// the same addresses, under a new id, with waits doubling up to
+    /// [`TransportConfig::path_retry_max_backoff`] (one probe packet per
+    /// attempt), and carries data once the peer answers;
+    /// [`Connection::remove_path`] with its old id stops that.
     pub fn add_path(&self, local: IpAddr, remote: SocketAddr, backup: bool) -> Result<u32, ConnectionError> {
         let (shared, _) = self.parts();
         let local = path_local(shared.local_addr, local)?;

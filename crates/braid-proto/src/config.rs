@@ -58,6 +58,25 @@ pub struct TransportConfig {
     /// An authenticated connection updates its packet keys at least this
     /// often (and after 2^22 packets with one key, whichever is first).
     pub key_update_interval: Duration,
+    /// Multipath, client side: a path abandoned because it failed (its
+    /// retransmission timeouts went unanswered while another path worked,
+    /// or the server abandoned it) is opened again on the same
+    /// addresses, under a new path id, after a wait that starts at about
+    /// the failed path's retransmission timeout and doubles after every
+    /// attempt that goes unanswered, up to this cap; for as long as the
+    /// connection lives. Each attempt costs one probe packet (and a
+    /// PATH_ABANDON frame on a working path when it goes unanswered), so a
+    /// path that never comes back costs about one packet per cap.
+    /// `None` never re-opens a path. Default 30 s. Paths the application
+    /// removes (and, once it has failed, a path id given to
+    /// `remove_path`) are not re-opened; a server refuses to open again a
+    /// path its application removed.
+    #[serde(default = "default_path_retry_max_backoff")]
+    pub path_retry_max_backoff: Option<Duration>,
+}
+
+fn default_path_retry_max_backoff() -> Option<Duration> {
+    Some(Duration::from_secs(30))
 }
 
 impl Default for TransportConfig {
@@ -79,6 +98,7 @@ impl Default for TransportConfig {
             pacing: true,
             handshake_timeout: Duration::from_secs(30),
             key_update_interval: Duration::from_secs(120),
+            path_retry_max_backoff: default_path_retry_max_backoff(),
         }
     }
 }
@@ -122,6 +142,11 @@ impl TransportConfig {
         check(!self.min_rto.is_zero() && self.min_rto <= self.max_rto, "min_rto", "positive and at most max_rto")?;
         check(!self.initial_rtt.is_zero(), "initial_rtt", "a positive duration")?;
         check(!self.handshake_timeout.is_zero(), "handshake_timeout", "a positive duration")?;
+        check(
+            self.path_retry_max_backoff.is_none_or(|cap| !cap.is_zero()),
+            "path_retry_max_backoff",
+            "a positive duration, or none to disable",
+        )?;
         Ok(())
     }
 }

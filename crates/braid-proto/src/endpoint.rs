@@ -953,7 +953,12 @@ impl Endpoint {
     /// A path whose retransmission timeout fires four times in a row while
     /// another path works (or that the peer never answers on) is abandoned
     /// like one removed with [`Endpoint::remove_path`]; [`Endpoint::paths`]
-    /// shows what remains.
+    /// shows what remains. Unlike a removed path, a failed one (or one the
+    /// server abandoned) is opened again on the same addresses, under a
+    /// new id, after waits doubling up to
+    /// [`TransportConfig::path_retry_max_backoff`](crate::TransportConfig::path_retry_max_backoff)
+    /// (one probe packet each), and carries data once the peer answers;
+    /// [`Endpoint::remove_path`] with its old id stops that.
     ///
     /// ```
     /// use braid_proto::{Endpoint, EndpointConfig};

@@ -168,6 +168,10 @@ pub(crate) struct Path {
     /// A packet sent on the path has been acknowledged: the peer receives
     /// on it and it has an RTT sample. Only validated paths carry data.
     pub validated: bool,
+    /// Opened again on the addresses of a path that failed (client side,
+    /// see `connection/paths.rs`): until validated it is a probe, given up
+    /// at its first unanswered retransmission timeout.
+    pub reopened: bool,
 
     // Sending.
     pub next_pn: u64,
@@ -222,6 +226,7 @@ impl Path {
             mtu,
             initial_window: mtu * u64::from(config.initial_window_packets),
             validated: false,
+            reopened: false,
             next_pn: 0,
             sent: VecDeque::new(),
             sent_base: 0,
@@ -233,13 +238,7 @@ impl Path {
             tail_probes: 0,
             max_ack_delay: config.max_ack_delay,
             cc: config.congestion_control.build(mtu, mtu * u64::from(config.initial_window_packets)),
-            // A backed-off sender must still probe several times per idle
-            // period, or its silent peer would time out a live connection.
-            rtt: RttEstimator::new(
-                config.initial_rtt,
-                config.min_rto,
-                config.max_rto.min(config.idle_timeout / 4).max(config.min_rto),
-            ),
+            rtt: Self::rtt_estimator(config.initial_rtt, config),
             pacer: Pacer::new(16 * mtu),
             pacing_until: None,
             ping_pending: false,
@@ -255,6 +254,21 @@ impl Path {
             sched: PathSched::default(),
             counters: PathCounters::default(),
         }
+    }
+
+    /// The RTO is capped at a quarter of the idle timeout: a backed-off
+    /// sender must still probe several times per idle period, or its
+    /// silent peer would time out a live connection.
+    fn rtt_estimator(initial: Duration, config: &TransportConfig) -> RttEstimator {
+        RttEstimator::new(initial, config.min_rto, config.max_rto.min(config.idle_timeout / 4).max(config.min_rto))
+    }
+
+    /// Assume `initial` as the RTT until the first sample (a path re-opened
+    /// on known addresses starts from what the failed path measured, so
+    /// its probe is neither given up early on a slow link nor waited for
+    /// needlessly on a fast one: RFC 6298 (2.1)'s RTO of 3 such RTTs).
+    pub fn seed_rtt(&mut self, initial: Duration, config: &TransportConfig) {
+        self.rtt = Self::rtt_estimator(initial, config);
     }
 
     /// Replaces the congestion controller by one of `algorithm` that

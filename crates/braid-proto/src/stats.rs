@@ -96,8 +96,16 @@ pub struct ConnectionStats {
     pub bytes_in_flight: u64,
     /// Paths currently open (1 for a single-path connection).
     pub paths: u64,
-    /// Paths abandoned, by either side or after failing.
+    /// Paths abandoned, by either side or after failing (re-open attempts
+    /// that went unanswered included).
     pub paths_abandoned: u64,
+    /// Client: paths opened again on the addresses of a path abandoned
+    /// because it failed (each attempt sends one probe packet; see
+    /// [`crate::TransportConfig::path_retry_max_backoff`]).
+    pub path_retries: u64,
+    /// Client: of those, the ones the peer answered: the failed path's
+    /// addresses carry data again.
+    pub paths_readded: u64,
     /// Packets dropped because they named a path that does not exist (or
     /// no longer does).
     pub unknown_path_packets: u64,

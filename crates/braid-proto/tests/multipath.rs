@@ -826,3 +826,228 @@ proptest! {
         }
     }
 }
+
+// ----- failed paths opened again (issue 21) -----
+
+fn retry_config(cap: Option<Duration>) -> TransportConfig {
+    TransportConfig { path_retry_max_backoff: cap, ..TransportConfig::default() }
+}
+
+/// Datagrams the client sent from its second address since `seen[from..]`.
+fn sent_from_a2(net: &Net, from: usize) -> usize {
+    net.seen[from..].iter().filter(|s| s.from_client && s.src == addr(A2)).count()
+}
+
+/// Connects two paths, keeps the client sending until path `id` fails
+/// over a dead link (A2–B2 down), and returns once the client abandoned it.
+fn fail_second_path(net: &mut Net, conn: ConnectionHandle, server: ConnectionHandle) {
+    let msgs: Vec<Bytes> = (0..30).map(|i| message(i, 40_000)).collect();
+    let got = transfer(net, conn, server, &msgs, Duration::from_secs(120), |net, n| {
+        if n == 3 {
+            net.set_up(A2, B2, false);
+        }
+    });
+    assert!(got == msgs, "{} of {}", got.len(), msgs.len());
+    assert!(
+        net.run_until(Duration::from_secs(60), |n| n.a.connection_stats(conn).unwrap().paths_abandoned >= 1),
+        "{:?}",
+        net.a.connection_stats(conn)
+    );
+}
+
+/// The times at which the client opened the failed path again, over `span`.
+fn attempts(net: &mut Net, conn: ConnectionHandle, span: Duration) -> Vec<Instant> {
+    let mut times = Vec::new();
+    let mut count = net.a.connection_stats(conn).unwrap().path_retries;
+    net.run_until(span, |n| {
+        let c = n.a.connection_stats(conn).unwrap().path_retries;
+        if c > count {
+            times.push(n.now);
+            count = c;
+        }
+        false
+    });
+    times
+}
+
+#[test]
+fn a_failed_path_is_reopened_with_doubling_waits_and_carries_data_again() {
+    let cap = Duration::from_secs(8);
+    let mut net = Net::new(21, retry_config(Some(cap)));
+    let (conn, server, id) = net.connect_two_paths(false);
+    fail_second_path(&mut net, conn, server);
+    let failed_at = net.now;
+    let mark = net.seen.len();
+    let times = attempts(&mut net, conn, Duration::from_secs(60));
+    // Waits double from about the path's RTO (200 ms floor, 30 ms one way)
+    // to the cap; each attempt also waits for its probe's RTO (three RTTs
+    // of the failed path, at least 200 ms) before the next wait starts.
+    assert!(times.len() >= 6, "attempts at {times:?} after failing at {failed_at:?}");
+    let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    for g in gaps.windows(2) {
+        assert!(g[1] + Duration::from_millis(50) >= g[0], "waits shrank: {gaps:?}");
+    }
+    let probe_rto = Duration::from_millis(400);
+    for g in &gaps[gaps.len() - 2..] {
+        assert!(*g >= cap && *g <= cap + probe_rto, "capped waits: {gaps:?}");
+    }
+    assert!(gaps[0] < Duration::from_secs(2), "first waits: {gaps:?}");
+    // One probe packet per attempt, nothing else on the dead path.
+    let stats = net.a.connection_stats(conn).unwrap();
+    assert_eq!(sent_from_a2(&net, mark), times.len(), "{stats:?}");
+    assert_eq!(stats.paths_readded, 0);
+    // The path comes back: the next attempt re-adds it, under a new id.
+    net.set_up(A2, B2, true);
+    assert!(
+        net.run_until(cap + Duration::from_secs(2), |n| n.a.connection_stats(conn).unwrap().paths_readded == 1),
+        "{:?}",
+        net.a.paths(conn)
+    );
+    let paths = net.a.paths(conn);
+    let readded = paths.iter().find(|p| p.local == Some(addr(A2))).expect("the path is back");
+    assert!(readded.id > id && readded.validated && readded.remote == addr(B2), "{paths:?}");
+    let server_has_it = |n: &mut Net| n.b.paths(server).iter().any(|p| p.id == readded.id && p.validated);
+    assert!(net.run_until(Duration::from_secs(2), server_has_it));
+    // And carries data again (with some loss on both, so that neither
+    // path's window outgrows the whole transfer on this rate-less network).
+    net.set_link(A1, B1, Duration::from_millis(10), 0.02);
+    net.set_link(A2, B2, Duration::from_millis(30), 0.02);
+    let mark = net.seen.len();
+    let msgs: Vec<Bytes> = (0..200).map(|i| message(i, 40_000)).collect();
+    assert!(transfer(&mut net, conn, server, &msgs, Duration::from_secs(60), |_, _| {}) == msgs);
+    let on_readded: u64 = net.seen[mark..]
+        .iter()
+        .filter(|s| s.from_client && s.path_id == readded.id)
+        .map(|s| s.data.iter().map(|d| d.1).sum::<u64>())
+        .sum();
+    assert!(on_readded > 200 * 40_000 / 20, "the re-added path carried {on_readded} bytes");
+}
+
+#[test]
+fn a_path_the_application_removes_is_never_reopened() {
+    let mut net = Net::new(22, retry_config(Some(Duration::from_secs(2))));
+    let (conn, _, id) = net.connect_two_paths(false);
+    net.set_up(A2, B2, false);
+    net.a.remove_path(conn, id).unwrap();
+    let mark = net.seen.len();
+    net.run_until(Duration::from_secs(60), |_| false);
+    let stats = net.a.connection_stats(conn).unwrap();
+    assert_eq!((stats.path_retries, stats.paths_abandoned), (0, 1), "{stats:?}");
+    assert_eq!(sent_from_a2(&net, mark), 0);
+    assert_eq!(net.a.paths(conn).len(), 1);
+}
+
+#[test]
+fn removing_a_failed_path_by_its_id_stops_its_retries() {
+    let mut net = Net::new(23, retry_config(Some(Duration::from_secs(2))));
+    let (conn, server, id) = net.connect_two_paths(false);
+    fail_second_path(&mut net, conn, server);
+    // At least one attempt, then the application gives the path up (by the
+    // id it knows) while no attempt is open.
+    assert!(net.run_until(Duration::from_secs(20), |n| {
+        n.a.connection_stats(conn).unwrap().path_retries >= 1 && n.a.paths(conn).len() == 1
+    }));
+    assert_eq!(net.a.remove_path(conn, 999), Err(PathError::UnknownPath(999)));
+    net.a.remove_path(conn, id).unwrap();
+    assert_eq!(net.a.remove_path(conn, id), Err(PathError::UnknownPath(id)));
+    let retries = net.a.connection_stats(conn).unwrap().path_retries;
+    let mark = net.seen.len();
+    net.set_up(A2, B2, true);
+    net.run_until(Duration::from_secs(60), |_| false);
+    assert_eq!(net.a.connection_stats(conn).unwrap().path_retries, retries);
+    assert_eq!(sent_from_a2(&net, mark), 0);
+    assert_eq!(net.a.paths(conn).len(), 1);
+}
+
+#[test]
+fn without_retries_a_failed_path_stays_abandoned() {
+    let mut net = Net::new(24, retry_config(None));
+    let (conn, server, _) = net.connect_two_paths(false);
+    fail_second_path(&mut net, conn, server);
+    let mark = net.seen.len();
+    net.set_up(A2, B2, true);
+    net.run_until(Duration::from_secs(60), |_| false);
+    assert_eq!(net.a.connection_stats(conn).unwrap().path_retries, 0);
+    assert_eq!(sent_from_a2(&net, mark), 0);
+    assert_eq!(net.a.paths(conn).len(), 1);
+}
+
+#[test]
+fn a_path_the_server_gives_up_in_a_download_is_reopened_by_the_client() {
+    // The server sends; the client only acknowledges on the path, so the
+    // server notices the outage and sends PATH_ABANDON, which the client
+    // takes as a failure.
+    let mut net = Net::new(25, retry_config(Some(Duration::from_secs(4))));
+    let (conn, server, id) = net.connect_two_paths(false);
+    let msgs: Vec<Bytes> = (0..40).map(|i| message(i, 40_000)).collect();
+    let (mut next, mut got) = (0, Vec::new());
+    let done = net.run_until(Duration::from_secs(120), |net| {
+        while next < msgs.len() {
+            match net.b.send_message(server, msgs[next].clone()) {
+                Ok(()) => next += 1,
+                Err(SendError::Blocked(_)) => break,
+                Err(e) => panic!("send failed: {e}"),
+            }
+        }
+        while let Ok(Some(m)) = net.a.recv_message(conn) {
+            got.push(m);
+        }
+        if got.len() == 3 {
+            net.set_up(A2, B2, false);
+        }
+        got.len() == msgs.len()
+    });
+    assert!(done && got == msgs, "{} of {}", got.len(), msgs.len());
+    assert!(net.run_until(Duration::from_secs(60), |n| n.b.connection_stats(server).unwrap().paths_abandoned >= 1));
+    assert!(
+        net.run_until(Duration::from_secs(10), |n| n.a.connection_stats(conn).unwrap().path_retries >= 1),
+        "{:?}",
+        net.a.connection_stats(conn)
+    );
+    net.set_up(A2, B2, true);
+    assert!(net.run_until(Duration::from_secs(10), |n| n.a.connection_stats(conn).unwrap().paths_readded == 1));
+    assert!(net.a.paths(conn).iter().any(|p| p.id > id && p.local == Some(addr(A2)) && p.validated));
+}
+
+#[test]
+fn removing_a_failed_path_while_an_attempt_is_open_ends_the_attempt_too() {
+    let mut net = Net::new(26, retry_config(Some(Duration::from_secs(2))));
+    let (conn, server, id) = net.connect_two_paths(false);
+    fail_second_path(&mut net, conn, server);
+    assert!(net.run_until(Duration::from_secs(20), |n| n.a.paths(conn).len() == 2));
+    let attempt = net.a.paths(conn)[1].id;
+    assert!(attempt > id);
+    net.a.remove_path(conn, id).unwrap();
+    assert_eq!(net.a.paths(conn).len(), 1);
+    let retries = net.a.connection_stats(conn).unwrap().path_retries;
+    let mark = net.seen.len();
+    net.set_up(A2, B2, true);
+    net.run_until(Duration::from_secs(60), |_| false);
+    assert_eq!(net.a.connection_stats(conn).unwrap().path_retries, retries);
+    assert_eq!(sent_from_a2(&net, mark), 0);
+    assert_eq!(net.a.remove_path(conn, attempt), Err(PathError::UnknownPath(attempt)));
+}
+
+#[test]
+fn a_path_the_server_application_removes_stays_removed() {
+    // The client takes the server's PATH_ABANDON for a failure and tries
+    // the addresses again; the server refuses them: one probe per wait.
+    let mut net = Net::new(27, retry_config(Some(Duration::from_secs(4))));
+    let (conn, server, id) = net.connect_two_paths(false);
+    net.b.remove_path(server, id).unwrap();
+    assert!(net.run_until(Duration::from_secs(2), |n| n.a.paths(conn).len() == 1));
+    let mark = net.seen.len();
+    net.run_until(Duration::from_secs(60), |_| false);
+    let (a, b) = (net.a.connection_stats(conn).unwrap(), net.b.connection_stats(server).unwrap());
+    assert_eq!(a.paths_readded, 0, "{a:?}");
+    assert!(a.path_retries >= 60 / 5 - 3, "{a:?}");
+    let probes = sent_from_a2(&net, mark) as u64;
+    assert_eq!(probes, a.path_retries, "one probe per attempt");
+    // Every probe reached the server and was dropped (plus what the removed
+    // path still had on its way when the mark was taken).
+    assert!((probes..=probes + 2).contains(&b.unknown_path_packets), "{probes} probes; {b:?}");
+    assert_eq!(net.b.paths(server).len(), 1);
+    // The connection carries on over the first path.
+    let msgs: Vec<Bytes> = (0..5).map(|i| message(i, 10_000)).collect();
+    assert!(transfer(&mut net, conn, server, &msgs, Duration::from_secs(10), |_, _| {}) == msgs);
+}

@@ -158,6 +158,11 @@ pub(crate) struct Connection {
     next_poll: usize,
     control: Vec<Control>,
     status_seq_out: u64,
+    /// Client: failed paths to open again (see [`paths`]).
+    retries: Vec<paths::Retry>,
+    /// Server: (local, remote) of paths our application removed, not to be
+    /// opened again (the oldest forgotten beyond `MAX_PATHS`).
+    refused_paths: Vec<(Option<SocketAddr>, SocketAddr)>,
 
     // Sending.
     last_ack_eliciting_sent: Instant,
@@ -289,6 +294,8 @@ impl Connection {
             next_poll: 0,
             control: Vec::new(),
             status_seq_out: 0,
+            retries: Vec::new(),
+            refused_paths: Vec::new(),
             last_ack_eliciting_sent: now,
             send: SendStream::new(),
             peer_max_data: INITIAL_MAX_DATA,
@@ -562,7 +569,7 @@ impl Connection {
                 }
                 Frame::PathAbandon { path_id: gone } => {
                     ack_eliciting = true;
-                    self.on_path_abandon_frame(gone, path_id);
+                    self.on_path_abandon_frame(now, gone, path_id);
                 }
                 Frame::PathStatus { path_id: target, seq, backup } => {
                     ack_eliciting = true;
@@ -619,6 +626,7 @@ impl Connection {
         }
         consider(self.flow_probe_at);
         consider(self.validation_deadline());
+        consider(self.retry_deadline());
         if let Some(k) = self.config.keep_alive_interval {
             consider(Some(self.last_ack_eliciting_sent + k));
         }
@@ -675,7 +683,8 @@ impl Connection {
             }
         }
         if let Some(i) = failed.and_then(|id| self.path_index(id)) {
-            self.abandon_path(i, true);
+            self.on_path_failed(now, i, true);
         }
+        self.reopen_due_paths(now);
     }
 }

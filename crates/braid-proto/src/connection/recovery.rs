@@ -9,7 +9,8 @@
 //! acknowledged or to be resent, segments the scheduler must reinject,
 //! path-management frames to send again, and a path that stopped answering
 //! while another works (MPTCP's potentially-failed subflow, ProgMP thesis
-//! §3.3.1), which is abandoned.
+//! §3.3.1), which is abandoned (and, by the client, opened again after a
+//! backoff: see [`super::paths`]).
 //!
 //! A packet declared lost is often only late: a cellular link that stops
 //! delivering for seconds keeps what its queue holds and delivers it when
@@ -193,10 +194,14 @@ impl Connection {
         path.sched.lossy = false;
         // An acknowledgement validates a path we opened to the peer's known
         // address; one the peer opened waits for its challenge's echo.
-        if path.challenge.is_none() {
+        let newly_validated = path.challenge.is_none() && !path.validated;
+        if newly_validated {
             path.validated = true;
         }
         let path_id = path.id;
+        if newly_validated && path.reopened {
+            self.on_path_validated(now, path_id);
+        }
 
         let mut freed = 0;
         for (pn, p) in acked.iter().rev() {
@@ -340,12 +345,16 @@ impl Connection {
             mp.segments.reinject(id);
         }
         mp.due = true;
+        // A re-opened path that has not answered is a probe of a path that
+        // failed before: one unanswered timeout tells enough (see
+        // `paths::Retry`); a path that worked gets several.
+        let give_up_after = if path.reopened && !path.validated { 1 } else { PATH_FAILURE_RTOS };
         let backoff = path.rtt.backoff();
         let healthy_other = self
             .paths
             .iter()
             .enumerate()
             .any(|(j, p)| j != pi && p.validated && !p.sched.lossy && p.rtt.backoff() == 0);
-        backoff >= PATH_FAILURE_RTOS && healthy_other
+        backoff >= give_up_after && healthy_other
     }
 }
