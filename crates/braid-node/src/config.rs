@@ -157,7 +157,8 @@ pub struct NodeConfig {
     pub channel_queue: usize,
     /// Received messages queued per receiver (the node, each virtual node)
     /// before the network is slowed down (TCP, Braid) or datagrams are
-    /// dropped (UDP). Default 4096.
+    /// dropped (UDP); a received batch ([`crate::MessageBatch`]) takes one
+    /// place, whatever number of messages it holds. Default 4096.
     pub recv_queue: usize,
     /// Largest framed message sent over UDP; larger ones are refused.
     /// Default and maximum 65507 (the largest IPv4 UDP payload).

@@ -7,7 +7,9 @@
 //! without channels), the extensible [`Header`] and [`Address`] traits and their
 //! default and multi-hop implementations, virtual nodes, [`Message`]s
 //! (raw bytes or postcard-encoded serde values) and the [`Dispatcher`]
-//! registry, delivery notifications, and [`data`]: the DATA interceptor,
+//! registry, [`MessageBatch`]es (many bodies sharing one header and one
+//! buffer: `Node::send_batch`/`Node::recv_batch`, for applications after
+//! message rate, issue 23), delivery notifications, and [`data`]: the DATA interceptor,
 //! its protocol selection and ratio policies and the Sarsa(λ) learner.
 //! Adaptation (issue 20): typed actuators per destination (transport,
 //! Braid congestion controller switched live, priority, ProgMP scheduler
@@ -53,6 +55,7 @@
 
 mod adapt;
 mod address;
+mod batch;
 mod braid_link;
 mod channel;
 mod config;
@@ -64,6 +67,7 @@ mod inbox;
 mod message;
 mod node;
 mod notify;
+mod receiver;
 mod registry;
 pub mod rules;
 mod stats;
@@ -74,6 +78,8 @@ mod wire;
 
 pub use adapt::{scheduler_names, ActuatorError, BraidSettings, MAX_PRIORITY};
 pub use address::{Address, BasicAddress, VnodeId};
+pub use batch::{BatchError, Bodies, IntoMessages, MessageBatch, MessageBatchBuilder};
+pub use receiver::Received;
 pub use rules::{AppliedAction, RuleStats, RulesConfig, RulesError};
 pub use config::{NodeAuth, NodeConfig, UdpLoss};
 pub use error::{ConfigError, FailReason, NodeError, SendError};

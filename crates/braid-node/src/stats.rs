@@ -81,6 +81,10 @@ impl TransportCounters {
         self.messages_sent.fetch_add(1, Ordering::Relaxed);
         self.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
     }
+    /// Messages handed over inside a frame already counted (a batch's).
+    pub(crate) fn add_messages_sent(&self, messages: usize) {
+        self.messages_sent.fetch_add(messages as u64, Ordering::Relaxed);
+    }
     /// `messages` received together, `bytes` in all.
     pub(crate) fn on_received_many(&self, messages: usize, bytes: usize) {
         self.messages_received.fetch_add(messages as u64, Ordering::Relaxed);

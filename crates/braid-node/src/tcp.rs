@@ -391,6 +391,9 @@ enum Ended {
 /// this bounds what one kept message can pin (the chunk of a frame larger
 /// than this is the frame itself).
 const READ_CHUNK: usize = 64 << 10;
+/// The most a chunk is grown to for frames larger than [`READ_CHUNK`] (a
+/// kept message pins at most this, or its own frame if larger).
+const LARGE_FRAMES_CHUNK: usize = 1 << 20;
 /// A read buffer with less room than this gets a new chunk before reading.
 const MIN_READ_ROOM: usize = 4 << 10;
 
@@ -451,8 +454,14 @@ impl TcpFrames {
             return Err(FrameLengthError { len, max: self.max_frame_size });
         }
         if self.buf.len() < PREFIX + len {
-            // Room for the whole frame, so that it arrives in one piece.
-            self.buf.reserve(PREFIX + len - self.buf.len());
+            // Room for the whole frame, so that it arrives in one piece
+            // (what was read of it is copied once). A frame larger than a
+            // chunk (a batch, issue 23) gets room for about four, up to
+            // 1 MiB: in a stream of such frames the next ones then land in
+            // place instead of each being copied once more.
+            let want = PREFIX + len;
+            let room = want.saturating_mul(4).min(LARGE_FRAMES_CHUNK).max(want);
+            self.buf.reserve(room - self.buf.len());
             return Ok(None);
         }
         self.buf.advance(PREFIX);
@@ -479,10 +488,14 @@ impl TcpFrames {
     }
 }
 
-/// Decodes one frame as the node does on every transport: a message, or
-/// why the node drops it (and counts it in `malformed_frames`).
-pub fn decode_frame<H: Header>(frame: Bytes) -> Result<Message<H>, WireError> {
-    crate::wire::decode::<H>(frame).map(|(header, body)| Message::from_wire(header, body))
+/// Decodes one frame as the node does on every transport: a message, a
+/// batch ([`crate::MessageBatch`], every body checked), or why the node
+/// drops it (and counts it in `malformed_frames`).
+pub fn decode_frame<H: Header>(frame: Bytes) -> Result<crate::Received<H>, WireError> {
+    Ok(match crate::wire::decode_any::<H>(frame)? {
+        crate::wire::Decoded::One(header, body) => crate::Received::Message(Message::from_wire(header, body)),
+        crate::wire::Decoded::Batch(batch) => crate::Received::Batch(batch),
+    })
 }
 
 /// Read frames until the connection ends (or breaks the framing, or the

@@ -57,7 +57,7 @@ proptest! {
         let (want, error) = reference(&stream, max);
         prop_assert_eq!(got.frames.iter().map(|f| f.to_vec()).collect::<Vec<_>>(), want);
         prop_assert_eq!(got.error, error);
-        prop_assert_eq!(got.messages.len() + got.malformed, got.frames.len());
+        prop_assert_eq!(got.messages.len() + got.batches.len() + got.malformed, got.frames.len());
     }
 
     /// Byte streams that mostly look like frames: length prefixes that fit,

@@ -6,8 +6,8 @@
 //!
 //! Transports: Exon (`braid-exon-net`), Braid's reliable transport (one
 //! connection, whole messages), the Node over TCP, Braid and Exon
-//! (`node-tcp`, `node-braid`, `node-exon`: per-message transport choice
-//! through the Node's API), kernel TCP (length-prefixed frames,
+//! (`node-tcp`, `node-braid`, `node-exon`: the Node's batch API, one
+//! header and one buffer per run of messages), kernel TCP (length-prefixed frames,
 //! `TCP_NODELAY`) and quinn (one bidirectional stream, framed). See
 //! [`wire`] for how each is driven and [`run`] for the two measurements.
 //!

@@ -11,7 +11,8 @@
 //!   (`send_message` / `recv_message`), one connection;
 //! - Exon takes batches (`send_copies`: one buffer shared by a batch) and
 //!   delivers batches (`recv_many`);
-//! - the Node takes and delivers [`Message`]s, each naming its transport.
+//! - the Node takes and delivers [`MessageBatch`]es (`send_batch`,
+//!   `recv_batch`): bodies sharing one header, what a user after rate calls.
 //!
 //! A receive waits at most [`TICK`] so that loops can watch their clocks
 //! and flags; what is already queued is taken without waiting (a batch), so
@@ -24,14 +25,14 @@ use std::time::Duration;
 
 use braid::exon::NodeId;
 use braid::exon_net::{ExonSocket, Outcome, SocketConfig};
-use braid::node::{BasicAddress, BasicHeader, Message, Node, NodeAuth, NodeConfig, Transport as NodeTransport};
+use braid::node::{BasicAddress, BasicHeader, MessageBatch, Node, NodeAuth, NodeConfig, Transport as NodeTransport};
 use braid::{Connection, Endpoint, EndpointConfig, RecvBatch};
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::super::exon::message::FrameReader;
 use super::super::stream::quic::{QuicConfigs, SERVER_NAME};
-use super::check::{message, put, put_frame};
+use super::check::{put, put_frame};
 use super::super::exon::message::MIN_SIZE;
 use super::Transport;
 use crate::fail;
@@ -181,7 +182,7 @@ impl Listener {
                 Kind::Braid(e, conn, RecvBatch::new())
             }
             Listener::Exon(sock) => Kind::Exon(ExonEnd::new(sock, None)),
-            Listener::Node(node, t) => Kind::Node(NodeEnd { node, transport: t, header: None, received: Vec::new() }),
+            Listener::Node(node, t) => Kind::Node(NodeEnd { node, transport: t, header: None }),
         };
         Ok(Wire { kind, size, scratch: Vec::new(), tcp_cc: None })
     }
@@ -226,7 +227,7 @@ pub async fn connect(setup: &Setup, ip: std::net::IpAddr, addr: SocketAddr) -> R
             let nt = t.node_transport().context("a node transport")?;
             let node: Node<BasicHeader> = Node::bind(any, setup.node.1.clone()).await.context("binding the sending node")?;
             let header = BasicHeader::new(BasicAddress::new(node.local_addr()), BasicAddress::new(addr), nt);
-            Kind::Node(NodeEnd { node, transport: nt, header: Some(header), received: Vec::new() })
+            Kind::Node(NodeEnd { node, transport: nt, header: Some(header) })
         }
     };
     Ok(Wire { kind, size: setup.size, scratch: Vec::new(), tcp_cc })
@@ -328,8 +329,6 @@ struct NodeEnd {
     node: Node<BasicHeader>,
     transport: NodeTransport,
     header: Option<BasicHeader>,
-    /// Messages of the latest `recv_many` (kept for its capacity).
-    received: Vec<Message<BasicHeader>>,
 }
 
 /// Exon's count of outcomes at one end.
@@ -381,8 +380,19 @@ impl Wire {
             }
             Kind::Node(n) => {
                 let h = n.header.clone().context("Node: no peer to send to yet")?;
-                // A run at once, as the bare transports get theirs.
-                n.node.send_many(ids.iter().map(|&id| Message::raw(h.clone(), message(id, size)))).await.context("node send")?;
+                // A run at once, framed into one buffer the application
+                // keeps, as Braid's and Exon's, then copied into one batch
+                // (one header, the bodies in one buffer), as they copy it.
+                self.scratch.clear();
+                for &id in ids {
+                    put(&mut self.scratch, id, size);
+                }
+                let mut batch = MessageBatch::builder(h);
+                batch.reserve(self.scratch.len() + 3 * ids.len());
+                for m in self.scratch.chunks(size.max(MIN_SIZE)) {
+                    batch.push(m);
+                }
+                n.node.send_batch(batch.build()).await.context("node send")?;
             }
         }
         Ok(())
@@ -431,20 +441,18 @@ impl Wire {
                 }
             }
             Kind::Node(node) => {
-                let mut got = std::mem::take(&mut node.received);
-                match tokio::time::timeout(TICK, node.node.recv_many(&mut got, MAX_BATCH)).await {
+                let batch = match tokio::time::timeout(TICK, node.node.recv_batch()).await {
                     Err(_) => return Ok(0),
-                    Ok(0) => fail!("the node stopped"),
-                    Ok(_) => {}
+                    Ok(None) => fail!("the node stopped"),
+                    Ok(Some(b)) => b,
+                };
+                if node.header.is_none() {
+                    node.header = Some(batch.header().reply(node.transport));
                 }
-                for m in got.drain(..) {
-                    if node.header.is_none() {
-                        node.header = Some(m.header().reply(node.transport));
-                    }
-                    f(m.raw_bytes().map(|b| &b[..]).unwrap_or(&[]));
+                for m in batch.iter() {
+                    f(m);
                     n += 1;
                 }
-                node.received = got;
             }
         }
         Ok(n)
