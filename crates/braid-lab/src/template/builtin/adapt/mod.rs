@@ -11,7 +11,8 @@
 //!   rule picks the transport (`set transport = tcp|braid|exon`; the node
 //!   rewrites the header, the server answers on the transport the request
 //!   came on). Utility ([`utility::closed_loop`]): achieved exchanges per
-//!   second over the link's bound `window / (rtt + serialization)`.
+//!   second over the link's bound, the smaller of `window / (rtt +
+//!   serialization)` and the exchanges the bottleneck's rate carries.
 //! - `priority`: a background bulk transfer over Braid while interactive
 //!   requests over TCP come and go (`on` then `off`, repeated); rules set
 //!   the bulk connection's DTL priority. Two objectives: bulk throughput
@@ -112,8 +113,11 @@ impl Template for Adapt {
 
     /// 2: bulk bytes counted only inside the measured window (version 1
     /// counted the close's drain too), 16 KiB bulk messages, `warmup`.
+    /// 3: the transport utility's bound also counts the bottleneck's rate
+    /// (version 2 scored a loop that filled the link with large messages
+    /// far below 1).
     fn version(&self) -> u32 {
-        2
+        3
     }
 
     fn description(&self) -> &str {
@@ -243,6 +247,12 @@ impl Settings {
         utility::ideal_exchange(self.link.rtt(), self.rate_bps(), self.request + self.response)
     }
 
+    /// The transport scenario's best exchanges per second on this link
+    /// (see [`utility::exchange_bound`]).
+    fn exchange_bound(&self) -> f64 {
+        utility::exchange_bound(self.window, self.ideal(), self.rate_bps(), self.request + self.response)
+    }
+
     fn client(&self) -> ClientSettings {
         // A request is given up after 4 ideal exchanges or 1 s, whichever
         // is longer (a lost request on a reliable transport is a long
@@ -301,7 +311,7 @@ fn record(ctx: &mut Context<'_>, s: &Settings, run: &ClientRun) {
             let p95d = p95.map(|ms| Duration::from_secs_f64(ms / 1e3));
             vec![bulk, utility::latency(s.ideal(), p95d)]
         }
-        _ => vec![utility::closed_loop(run.exchanges.len() as u64, run.elapsed, s.window, s.ideal())],
+        _ => vec![utility::closed_loop(run.exchanges.len() as u64, run.elapsed, s.exchange_bound())],
     };
     for (i, o) in objectives.iter().enumerate() {
         ctx.record(&format!("objective.{i}"), *o);

@@ -6,10 +6,15 @@
 //! queueing and no loss, each exchange takes the link's round trip plus
 //! the serialization of the request and the response at the bottleneck
 //! rate, `ideal = rtt + (request + response) * 8 / rate`, so by Little's
-//! law at most `window / ideal` exchanges complete per second. The
-//! utility is the achieved rate over that bound, in [0, 1]: 1 is the link's
-//! best, losses, retransmissions, head-of-line blocking and a slow
-//! transport's set-up all lower it. It is dimensionless, so environments
+//! law at most `window / ideal` exchanges complete per second; and all
+//! outstanding exchanges share the bottleneck, which carries at most
+//! `rate / (8 * (request + response))` of them per second. The bound is the
+//! smaller of the two ([`exchange_bound`]): the first where the window
+//! limits (small messages, long paths), the second where the link does
+//! (large messages, many outstanding). The utility is the achieved rate
+//! over that bound, in [0, 1]: 1 is the link's best, losses,
+//! retransmissions, head-of-line blocking and a slow transport's set-up
+//! all lower it. It is dimensionless, so environments
 //! with different RTTs and rates aggregate fairly (mean, minimum,
 //! quantile), and bounded, so the learner can abort hopeless rule sets.
 
@@ -23,14 +28,27 @@ pub fn ideal_exchange(rtt: Duration, rate_bps: u64, bytes: u64) -> Duration {
     (rtt + Duration::from_secs_f64(tx)).max(Duration::from_micros(1))
 }
 
-/// Achieved exchanges per second over the bound `window / ideal`, clamped
-/// to [0, 1] (timing noise can put a perfect run a hair above 1).
-pub fn closed_loop(completed: u64, elapsed: Duration, window: u32, ideal: Duration) -> f64 {
-    if elapsed.is_zero() || window == 0 {
+/// The most exchanges per second a closed loop of `window` outstanding
+/// exchanges of `bytes` (both ways) can complete on a link of `rate_bps`
+/// (0 = unlimited) where one exchange takes at least `ideal`: the smaller
+/// of Little's law's `window / ideal` and the bottleneck's
+/// `rate / (8 * bytes)`.
+pub fn exchange_bound(window: u32, ideal: Duration, rate_bps: u64, bytes: u64) -> f64 {
+    let by_window = f64::from(window) / ideal.as_secs_f64().max(1e-9);
+    if rate_bps == 0 || bytes == 0 {
+        return by_window;
+    }
+    by_window.min(rate_bps as f64 / (8.0 * bytes as f64))
+}
+
+/// Achieved exchanges per second over `bound` (exchanges per second, see
+/// [`exchange_bound`]), clamped to [0, 1] (timing noise can put a perfect
+/// run a hair above 1).
+pub fn closed_loop(completed: u64, elapsed: Duration, bound: f64) -> f64 {
+    if elapsed.is_zero() || bound <= 0.0 || !bound.is_finite() {
         return 0.0;
     }
     let achieved = completed as f64 / elapsed.as_secs_f64();
-    let bound = f64::from(window) / ideal.as_secs_f64();
     (achieved / bound).clamp(0.0, 1.0)
 }
 
@@ -65,9 +83,28 @@ mod tests {
         let ideal = ideal_exchange(Duration::from_millis(20), 0, 1000);
         assert_eq!(ideal, Duration::from_millis(20));
         // 4 outstanding over 20 ms: 200 per second at best.
-        assert!((closed_loop(400, Duration::from_secs(2), 4, ideal) - 1.0).abs() < 1e-9);
-        assert!((closed_loop(200, Duration::from_secs(2), 4, ideal) - 0.5).abs() < 1e-9);
-        assert_eq!(closed_loop(0, Duration::from_secs(2), 4, ideal), 0.0);
+        let bound = exchange_bound(4, ideal, 0, 1000);
+        assert!((bound - 200.0).abs() < 1e-9);
+        assert!((closed_loop(400, Duration::from_secs(2), bound) - 1.0).abs() < 1e-9);
+        assert!((closed_loop(200, Duration::from_secs(2), bound) - 0.5).abs() < 1e-9);
+        assert_eq!(closed_loop(0, Duration::from_secs(2), bound), 0.0);
+    }
+
+    #[test]
+    fn a_loop_that_fills_the_link_scores_one() {
+        // 16 outstanding exchanges of 256 KiB + 512 B on 10 ms, 200 Mbit/s:
+        // Little's law allows 16 / 20.5 ms = 780 a second, the link only
+        // 200e6 / (8 * 262,656) = 95.2 of them.
+        let bytes = (256 << 10) + 512;
+        let ideal = ideal_exchange(Duration::from_millis(10), 200_000_000, bytes);
+        let bound = exchange_bound(16, ideal, 200_000_000, bytes);
+        assert!((bound - 95.18).abs() < 0.01, "{bound}");
+        // A loop carrying 0.96 of the link's rate scores 0.96.
+        let u = closed_loop((0.96 * bound * 2.0) as u64, Duration::from_secs(2), bound);
+        assert!((u - 0.96).abs() < 0.01, "{u}");
+        // With small messages the window is the limit, not the link.
+        let ideal = ideal_exchange(Duration::from_millis(80), 50_000_000, 8704);
+        assert!((exchange_bound(4, ideal, 50_000_000, 8704) - 4.0 / ideal.as_secs_f64()).abs() < 1e-9);
     }
 
     #[test]
@@ -90,7 +127,9 @@ mod tests {
         #[test]
         fn utilities_stay_in_the_unit_interval(done in 0u64..1_000_000, ms in 1u64..100_000, w in 1u32..512, rtt in 0u64..2_000, rate in 0u64..10_000_000_000, bytes in 0u64..10_000_000) {
             let ideal = ideal_exchange(Duration::from_millis(rtt), rate, bytes);
-            let u = closed_loop(done, Duration::from_millis(ms), w, ideal);
+            let bound = exchange_bound(w, ideal, rate, bytes);
+            prop_assert!(bound > 0.0 && bound <= f64::from(w) / ideal.as_secs_f64() + 1e-9);
+            let u = closed_loop(done, Duration::from_millis(ms), bound);
             prop_assert!((0.0..=1.0).contains(&u));
             let l = latency(ideal, Some(Duration::from_millis(ms)));
             prop_assert!((0.0..=1.0).contains(&l));
