@@ -234,11 +234,35 @@ fn message(i: usize, len: usize) -> Bytes {
     Bytes::from((0..len).map(|j| (i * 7 + j * 13) as u8).collect::<Vec<_>>())
 }
 
-/// Sends `msgs` from the client (respecting backpressure); returns what the
-/// server read, and whether it read all within `limit`. `during` runs at
-/// every step (to break or change things mid-transfer).
+/// Which end sends in a [`pump`].
+#[derive(Clone, Copy)]
+enum Direction {
+    /// The client sends, the server reads.
+    Upload,
+    /// The server sends, the client reads.
+    Download,
+}
+
+/// An upload: [`pump`] from the client to the server.
 fn transfer(
     net: &mut Net,
+    conn: ConnectionHandle,
+    server: ConnectionHandle,
+    msgs: &[Bytes],
+    limit: Duration,
+    during: impl FnMut(&mut Net, usize),
+) -> Vec<Bytes> {
+    pump(net, Direction::Upload, conn, server, msgs, limit, during)
+}
+
+/// Sends `msgs` in `direction` over the connection (`conn` at the client,
+/// `server` at the server), respecting backpressure; returns what the other
+/// end read within `limit`. `during` runs at every step with the count read
+/// so far (to break or change things mid-transfer). One loop for both
+/// directions, so uploads and downloads are driven alike.
+fn pump(
+    net: &mut Net,
+    direction: Direction,
     conn: ConnectionHandle,
     server: ConnectionHandle,
     msgs: &[Bytes],
@@ -248,14 +272,18 @@ fn transfer(
     let mut next = 0;
     let mut got = Vec::new();
     net.run_until(limit, |net| {
+        let ((sender, from), (receiver, to)) = match direction {
+            Direction::Upload => ((&mut net.a, conn), (&mut net.b, server)),
+            Direction::Download => ((&mut net.b, server), (&mut net.a, conn)),
+        };
         while next < msgs.len() {
-            match net.a.send_message(conn, msgs[next].clone()) {
+            match sender.send_message(from, msgs[next].clone()) {
                 Ok(()) => next += 1,
                 Err(SendError::Blocked(_)) => break,
                 Err(e) => panic!("send failed: {e}"),
             }
         }
-        while let Ok(Some(m)) = net.b.recv_message(server) {
+        while let Ok(Some(m)) = receiver.recv_message(to) {
             got.push(m);
         }
         during(net, got.len());
@@ -980,24 +1008,12 @@ fn a_path_the_server_gives_up_in_a_download_is_reopened_by_the_client() {
     let mut net = Net::new(25, retry_config(Some(Duration::from_secs(4))));
     let (conn, server, id) = net.connect_two_paths(false);
     let msgs: Vec<Bytes> = (0..40).map(|i| message(i, 40_000)).collect();
-    let (mut next, mut got) = (0, Vec::new());
-    let done = net.run_until(Duration::from_secs(120), |net| {
-        while next < msgs.len() {
-            match net.b.send_message(server, msgs[next].clone()) {
-                Ok(()) => next += 1,
-                Err(SendError::Blocked(_)) => break,
-                Err(e) => panic!("send failed: {e}"),
-            }
-        }
-        while let Ok(Some(m)) = net.a.recv_message(conn) {
-            got.push(m);
-        }
-        if got.len() == 3 {
+    let got = pump(&mut net, Direction::Download, conn, server, &msgs, Duration::from_secs(120), |net, n| {
+        if n == 3 {
             net.set_up(A2, B2, false);
         }
-        got.len() == msgs.len()
     });
-    assert!(done && got == msgs, "{} of {}", got.len(), msgs.len());
+    assert!(got == msgs, "{} of {}", got.len(), msgs.len());
     assert!(net.run_until(Duration::from_secs(60), |n| n.b.connection_stats(server).unwrap().paths_abandoned >= 1));
     assert!(
         net.run_until(Duration::from_secs(10), |n| n.a.connection_stats(conn).unwrap().path_retries >= 1),

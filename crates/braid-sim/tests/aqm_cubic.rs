@@ -18,8 +18,11 @@ use std::time::Duration;
 use braid_core::Instant;
 use braid_link::LinkSpec;
 use braid_proto::{CcAlgorithm, Endpoint, EndpointConfig, Event, SendError, TransportConfig};
-use braid_sim::{Datagram, Node, Simulator, IPV4_UDP_OVERHEAD};
+use braid_sim::{Simulator, IPV4_UDP_OVERHEAD};
 use bytes::Bytes;
+
+mod support;
+use support::{App, EndpointNode};
 
 /// Send times of datagrams in flight (by payload hash), and the queueing
 /// delays and payload bytes seen by the receiver, with arrival times.
@@ -36,13 +39,12 @@ fn key(payload: &[u8]) -> u64 {
     h.finish()
 }
 
+/// The application of either end: the sender keeps its buffer full and
+/// notes send times, the receiver notes arrivals.
 struct Host {
-    addr: SocketAddr,
-    endpoint: Endpoint,
     /// The sender's connection; `None` on the receiver.
     conn: Option<braid_proto::ConnectionHandle>,
     log: Rc<RefCell<Log>>,
-    buf: Vec<u8>,
 }
 
 /// Bytes of application data per message.
@@ -51,16 +53,16 @@ const MESSAGE: usize = 64 << 10;
 const DELAY: Duration = Duration::from_millis(20);
 const RATE_BPS: f64 = 10e6;
 
-impl Host {
+impl App for Host {
     /// React to the endpoint's events; returns whether there were any.
-    fn drive(&mut self, now: Instant) -> bool {
+    fn drive(&mut self, endpoint: &mut Endpoint, now: Instant) -> bool {
         let mut any = false;
-        while let Some(event) = self.endpoint.poll_event() {
+        while let Some(event) = endpoint.poll_event() {
             any = true;
             match event {
-                Event::Writable(h) if Some(h) == self.conn => self.fill(),
+                Event::Writable(h) if Some(h) == self.conn => self.fill(endpoint),
                 Event::Readable(h) => {
-                    while let Ok(Some(m)) = self.endpoint.recv_message(h) {
+                    while let Ok(Some(m)) = endpoint.recv_message(h) {
                         self.log.borrow_mut().received.push((now, m.len() as u64));
                     }
                 }
@@ -70,27 +72,11 @@ impl Host {
         any
     }
 
-    /// Keep the send buffer full: a bulk transfer.
-    fn fill(&mut self) {
-        let Some(conn) = self.conn else { return };
-        loop {
-            match self
-                .endpoint
-                .send_message(conn, Bytes::from(vec![0x5a; MESSAGE]))
-            {
-                Ok(()) => {}
-                Err(SendError::Blocked(_)) => return,
-                Err(e) => panic!("send failed: {e}"),
-            }
-        }
-    }
-}
-
-impl Node for Host {
-    fn handle_datagram(&mut self, now: Instant, src: SocketAddr, _dst: SocketAddr, payload: Bytes) {
+    /// Receiver: the time the datagram spent queued on the link.
+    fn on_receive(&mut self, now: Instant, payload: &Bytes) {
         if self.conn.is_none() {
             let mut log = self.log.borrow_mut();
-            if let Some(sent) = log.sent.remove(&key(&payload)) {
+            if let Some(sent) = log.sent.remove(&key(payload)) {
                 let tx = Duration::from_secs_f64(
                     (payload.len() + IPV4_UDP_OVERHEAD) as f64 * 8.0 / RATE_BPS,
                 );
@@ -98,37 +84,27 @@ impl Node for Host {
                 log.queueing.push((now, queued));
             }
         }
-        self.endpoint.handle_datagram(now, src, payload);
-        self.drive(now);
     }
 
-    fn poll_transmit(&mut self, now: Instant) -> Option<Datagram> {
-        loop {
-            if let Some(t) = self.endpoint.poll_transmit(now, 1, &mut self.buf) {
-                let payload = Bytes::copy_from_slice(&self.buf[..t.size]);
-                if self.conn.is_some() {
-                    self.log.borrow_mut().sent.insert(key(&payload), now);
-                }
-                return Some(Datagram {
-                    src: self.addr,
-                    dst: t.destination,
-                    payload,
-                });
-            }
-            // Sending can raise events, and handling them queue more.
-            if !self.drive(now) {
-                return None;
-            }
+    /// Sender: when the datagram left.
+    fn on_transmit(&mut self, now: Instant, payload: &Bytes) {
+        if self.conn.is_some() {
+            self.log.borrow_mut().sent.insert(key(payload), now);
         }
     }
+}
 
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.endpoint.handle_timeout(now);
-        self.drive(now);
+impl Host {
+    /// Keep the send buffer full: a bulk transfer.
+    fn fill(&mut self, endpoint: &mut Endpoint) {
+        let Some(conn) = self.conn else { return };
+        loop {
+            match endpoint.send_message(conn, Bytes::from(vec![0x5a; MESSAGE])) {
+                Ok(()) => {}
+                Err(SendError::Blocked(_)) => return,
+                Err(e) => panic!("send failed: {e}"),
+            }
+        }
     }
 }
 
@@ -161,27 +137,12 @@ fn run(link: &str) -> (f64, f64) {
         12,
     );
     let conn = client.connect(Instant::ZERO, server_addr).unwrap();
-    let mut sender = Host {
-        addr: client_addr,
-        endpoint: client,
-        conn: Some(conn),
-        log: log.clone(),
-        buf: Vec::with_capacity(2048),
-    };
-    sender.fill();
+    let mut sender = EndpointNode::new(client, Host { conn: Some(conn), log: log.clone() }, client_addr);
+    sender.app.fill(&mut sender.endpoint);
+    let receiver = EndpointNode::new(server, Host { conn: None, log: log.clone() }, server_addr);
     let mut sim = Simulator::new(3);
     sim.add_node([client_addr.ip()], sender).unwrap();
-    sim.add_node(
-        [server_addr.ip()],
-        Host {
-            addr: server_addr,
-            endpoint: server,
-            conn: None,
-            log: log.clone(),
-            buf: Vec::with_capacity(2048),
-        },
-    )
-    .unwrap();
+    sim.add_node([server_addr.ip()], receiver).unwrap();
     sim.add_path(
         client_addr.ip(),
         server_addr.ip(),

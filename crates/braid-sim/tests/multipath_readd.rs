@@ -17,8 +17,11 @@ use std::time::Duration;
 use braid_core::Instant;
 use braid_link::LinkSpec;
 use braid_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, PathInfo, SendError, TransportConfig};
-use braid_sim::{Datagram, Node, NodeId, Simulator};
+use braid_sim::{NodeId, Simulator};
 use bytes::Bytes;
+
+mod support;
+use support::{App, EndpointNode};
 
 const PORT_CLIENT: u16 = 40_000;
 const PORT_SERVER: u16 = 4_433;
@@ -38,10 +41,11 @@ fn pattern(i: u64) -> u8 {
     (i % 251) as u8
 }
 
+/// The application of either end: the server sends the download, the
+/// client checks it.
 struct Host {
     ips: Vec<IpAddr>,
     port: u16,
-    endpoint: Endpoint,
     server: bool,
     conn: Option<ConnectionHandle>,
     /// Server: bytes of the download still to hand to the connection, and
@@ -51,28 +55,23 @@ struct Host {
     /// Client: bytes received, all as sent.
     received: u64,
     intact: bool,
-    buf: Vec<u8>,
 }
 
 impl Host {
-    fn new(ips: &[&str], port: u16, endpoint: Endpoint, server: bool, to_send: u64) -> Host {
-        Host {
-            ips: ips.iter().map(|s| ip(s)).collect(),
-            port,
-            endpoint,
-            server,
-            conn: None,
-            to_send,
-            offset: 0,
-            received: 0,
-            intact: true,
-            buf: Vec::with_capacity(2048),
-        }
+    /// The node of a host at `ips` (the first is where it sends from by
+    /// default) and `port`.
+    fn node(ips: &[&str], port: u16, endpoint: Endpoint, server: bool, to_send: u64) -> EndpointNode<Host> {
+        let ips: Vec<IpAddr> = ips.iter().map(|s| ip(s)).collect();
+        let source = SocketAddr::new(ips[0], port);
+        let host = Host { ips, port, server, conn: None, to_send, offset: 0, received: 0, intact: true };
+        EndpointNode::new(endpoint, host, source)
     }
+}
 
-    fn drive(&mut self, now: Instant) -> bool {
+impl App for Host {
+    fn drive(&mut self, endpoint: &mut Endpoint, now: Instant) -> bool {
         let mut any = false;
-        while let Some(event) = self.endpoint.poll_event() {
+        while let Some(event) = endpoint.poll_event() {
             any = true;
             match event {
                 Event::Accepted(h) => self.conn = Some(h),
@@ -80,10 +79,10 @@ impl Host {
                     // The second path opens once the handshake is done.
                     let local = SocketAddr::new(self.ips[1], self.port);
                     let remote = SocketAddr::new(ip(S[1]), PORT_SERVER);
-                    self.endpoint.add_path(h, Some(local), remote, false).expect("path 2");
+                    endpoint.add_path(h, Some(local), remote, false).expect("path 2");
                 }
                 Event::Readable(h) => {
-                    while let Ok(Some(m)) = self.endpoint.recv_message(h) {
+                    while let Ok(Some(m)) = endpoint.recv_message(h) {
                         let base = self.received;
                         self.intact &= m.iter().enumerate().all(|(k, &b)| b == pattern(base + k as u64));
                         self.received += m.len() as u64;
@@ -96,7 +95,7 @@ impl Host {
             while self.to_send > 0 {
                 let n = self.to_send.min(CHUNK as u64);
                 let m: Vec<u8> = (self.offset..self.offset + n).map(pattern).collect();
-                match self.endpoint.send_message(conn, Bytes::from(m)) {
+                match endpoint.send_message(conn, Bytes::from(m)) {
                     Ok(()) => {
                         self.to_send -= n;
                         self.offset += n;
@@ -111,34 +110,8 @@ impl Host {
     }
 }
 
-impl Node for Host {
-    fn handle_datagram(&mut self, now: Instant, src: SocketAddr, dst: SocketAddr, payload: Bytes) {
-        self.endpoint.handle_datagram_on(now, Some(dst), src, payload);
-        self.drive(now);
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Datagram> {
-        loop {
-            if let Some(t) = self.endpoint.poll_transmit(now, 1, &mut self.buf) {
-                let src = t.source.unwrap_or(SocketAddr::new(self.ips[0], self.port));
-                let payload = Bytes::copy_from_slice(&self.buf[..t.size]);
-                return Some(Datagram { src, dst: t.destination, payload });
-            }
-            if !self.drive(now) {
-                return None;
-            }
-        }
-    }
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.endpoint.handle_timeout(now);
-        self.drive(now);
-    }
-}
-
 struct Run {
-    sim: Simulator<Host>,
+    sim: Simulator<EndpointNode<Host>>,
     client: NodeId,
     server: NodeId,
     conn: ConnectionHandle,
@@ -154,10 +127,10 @@ impl Run {
         let mut client = Endpoint::new(config(false), seed + 1);
         let conn = client.connect(Instant::ZERO, SocketAddr::new(ip(S[0]), PORT_SERVER)).expect("connect");
         let mut sim = Simulator::new(seed);
-        let server = sim.add_node(S.map(ip), Host::new(&S, PORT_SERVER, server, true, bytes)).expect("server");
-        let mut host = Host::new(&C, PORT_CLIENT, client, false, 0);
-        host.conn = Some(conn);
-        let client = sim.add_node(C.map(ip), host).expect("client");
+        let server = sim.add_node(S.map(ip), Host::node(&S, PORT_SERVER, server, true, bytes)).expect("server");
+        let mut node = Host::node(&C, PORT_CLIENT, client, false, 0);
+        node.app.conn = Some(conn);
+        let client = sim.add_node(C.map(ip), node).expect("client");
         for (i, spec) in [path1, path2].into_iter().enumerate() {
             let spec: LinkSpec = spec.parse().expect("link");
             sim.add_path(ip(S[i]), ip(C[i]), &spec).expect("path");
@@ -170,8 +143,8 @@ impl Run {
     }
 
     fn server_paths(&self) -> Vec<PathInfo> {
-        let host = self.sim.node(self.server);
-        host.conn.map(|c| host.endpoint.paths(c)).unwrap_or_default()
+        let node = self.sim.node(self.server);
+        node.app.conn.map(|c| node.endpoint.paths(c)).unwrap_or_default()
     }
 
     /// Datagrams the client offered to path 2's link so far.
@@ -198,7 +171,7 @@ fn a_path_out_for_20_s_is_readded_and_carries_its_share_again() {
     let mut run = Run::new("rtt=40ms,rate=4mbit", path2, bytes, 21);
     let (mut abandoned_in_outage, mut readded_at, mut at_readd) = (None, None, Vec::new());
     let mut t = 0.0;
-    while run.sim.node(run.client).received < bytes && t < 200.0 {
+    while run.sim.node(run.client).app.received < bytes && t < 200.0 {
         t += 0.1;
         run.sim.run_until(Run::at(t));
         let stats = run.client().connection_stats(run.conn).expect("connection");
@@ -216,7 +189,11 @@ fn a_path_out_for_20_s_is_readded_and_carries_its_share_again() {
     }
     let client = run.sim.node(run.client);
     let stats = client.endpoint.connection_stats(run.conn).expect("connection");
-    assert!(client.received == bytes && client.intact, "{} of {bytes} bytes by {t:.1} s; {stats:?}", client.received);
+    assert!(
+        client.app.received == bytes && client.app.intact,
+        "{} of {bytes} bytes by {t:.1} s; {stats:?}",
+        client.app.received
+    );
     let abandoned_at =
         abandoned_in_outage.unwrap_or_else(|| panic!("path 2 was not abandoned in the outage: {stats:?}"));
     let readded_at = readded_at.unwrap_or_else(|| panic!("path 2 never came back: {stats:?}"));

@@ -51,8 +51,11 @@ use std::time::Duration;
 use braid_core::Instant;
 use braid_link::{Direction, LinkSpec, RateTrace, ResolvedQueue};
 use braid_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, SendError, TransportConfig};
-use braid_sim::{Datagram, Node, Simulator};
+use braid_sim::Simulator;
 use bytes::Bytes;
+
+mod support;
+use support::{App, EndpointNode};
 
 /// Bytes of a request (its first 8 give the response's size).
 const REQUEST: usize = 200;
@@ -72,9 +75,8 @@ struct Log {
     progress: Vec<(Instant, u64)>,
 }
 
+/// The application of either end: the client asks, the server answers.
 struct Host {
-    addr: SocketAddr,
-    endpoint: Endpoint,
     server: bool,
     conn: Option<ConnectionHandle>,
     log: Rc<RefCell<Log>>,
@@ -87,18 +89,17 @@ struct Host {
     got: usize,
     next: usize,
     received: u64,
-    buf: Vec<u8>,
 }
 
-impl Host {
-    fn drive(&mut self, now: Instant) -> bool {
+impl App for Host {
+    fn drive(&mut self, endpoint: &mut Endpoint, now: Instant) -> bool {
         let mut any = false;
-        while let Some(event) = self.endpoint.poll_event() {
+        while let Some(event) = endpoint.poll_event() {
             any = true;
             match event {
                 Event::Accepted(h) => self.conn = Some(h),
                 Event::Readable(h) => {
-                    while let Ok(Some(m)) = self.endpoint.recv_message(h) {
+                    while let Ok(Some(m)) = endpoint.recv_message(h) {
                         if self.server {
                             let size = u64::from_le_bytes(m[..8].try_into().expect("8 bytes"));
                             self.to_send += size as usize;
@@ -113,19 +114,21 @@ impl Host {
             }
         }
         if self.server {
-            self.respond();
+            self.respond(endpoint);
         } else {
-            self.request(now);
+            self.request(endpoint, now);
         }
         any
     }
+}
 
+impl Host {
     /// Server: hand the response to the connection as its buffer allows.
-    fn respond(&mut self) {
+    fn respond(&mut self, endpoint: &mut Endpoint) {
         let Some(conn) = self.conn else { return };
         while self.to_send > 0 {
             let n = self.to_send.min(self.chunk);
-            match self.endpoint.send_message(conn, Bytes::from(vec![0x5a; n])) {
+            match endpoint.send_message(conn, Bytes::from(vec![0x5a; n])) {
                 Ok(()) => self.to_send -= n,
                 Err(SendError::Blocked(_)) => return,
                 Err(e) => panic!("server send failed: {e}"),
@@ -134,7 +137,7 @@ impl Host {
     }
 
     /// Client: close the finished response, send the next request.
-    fn request(&mut self, now: Instant) {
+    fn request(&mut self, endpoint: &mut Endpoint, now: Instant) {
         let Some(conn) = self.conn else { return };
         let mut log = self.log.borrow_mut();
         if let Some(at) = log.outstanding {
@@ -146,38 +149,13 @@ impl Host {
             log.outstanding = None;
             self.got = 0;
         }
-        if self.next < log.sizes.len() && self.endpoint.is_established(conn) {
+        if self.next < log.sizes.len() && endpoint.is_established(conn) {
             let mut req = vec![0u8; REQUEST];
             req[..8].copy_from_slice(&(log.sizes[self.next] as u64).to_le_bytes());
-            self.endpoint.send_message(conn, Bytes::from(req)).expect("request");
+            endpoint.send_message(conn, Bytes::from(req)).expect("request");
             log.outstanding = Some(now);
             self.next += 1;
         }
-    }
-}
-
-impl Node for Host {
-    fn handle_datagram(&mut self, now: Instant, src: SocketAddr, _dst: SocketAddr, payload: Bytes) {
-        self.endpoint.handle_datagram(now, src, payload);
-        self.drive(now);
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Datagram> {
-        loop {
-            if let Some(t) = self.endpoint.poll_transmit(now, 1, &mut self.buf) {
-                let payload = Bytes::copy_from_slice(&self.buf[..t.size]);
-                return Some(Datagram { src: self.addr, dst: t.destination, payload });
-            }
-            if !self.drive(now) {
-                return None;
-            }
-        }
-    }
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.endpoint.handle_timeout(now);
-        self.drive(now);
     }
 }
 
@@ -193,18 +171,9 @@ fn run(link: &LinkSpec, sizes: Vec<usize>, chunk: usize, limit: Duration, seed: 
     let server = Endpoint::new(config(true), seed);
     let mut client = Endpoint::new(config(false), seed + 1);
     let conn = client.connect(Instant::ZERO, server_addr).expect("connect");
-    let host = |addr, endpoint, server, conn| Host {
-        addr,
-        endpoint,
-        server,
-        conn,
-        log: log.clone(),
-        chunk,
-        to_send: 0,
-        got: 0,
-        next: 0,
-        received: 0,
-        buf: Vec::with_capacity(2048),
+    let host = |addr, endpoint, server, conn| {
+        let app = Host { server, conn, log: log.clone(), chunk, to_send: 0, got: 0, next: 0, received: 0 };
+        EndpointNode::new(endpoint, app, addr)
     };
     let mut sim = Simulator::new(seed);
     sim.add_node([server_addr.ip()], host(server_addr, server, true, None)).expect("server node");
