@@ -115,7 +115,8 @@ impl Template for Adapt {
     /// counted the close's drain too), 16 KiB bulk messages, `warmup`.
     /// 3: the transport utility's bound also counts the bottleneck's rate
     /// (version 2 scored a loop that filled the link with large messages
-    /// far below 1).
+    /// far below 1), and a request's timeout allows for the responses
+    /// queued ahead of it at that bound.
     fn version(&self) -> u32 {
         3
     }
@@ -254,10 +255,21 @@ impl Settings {
     }
 
     fn client(&self) -> ClientSettings {
-        // A request is given up after 4 ideal exchanges or 1 s, whichever
-        // is longer (a lost request on a reliable transport is a long
-        // retransmission; it counts against the utility either way).
-        let request_timeout = (self.ideal() * 4).max(Duration::from_secs(1));
+        // A request is given up after 4 times its ideal wait or 1 s,
+        // whichever is longer (a lost request on a reliable transport is a
+        // long retransmission; it counts against the utility either way).
+        // Its ideal wait is the exchange's own `ideal` in the priority
+        // scenario (one interactive request at a time), and in the
+        // transport scenario what Little's law gives a loop running at its
+        // bound, `window / bound`: where the link limits, the outstanding
+        // responses queue behind one another, and a timeout of a few ideal
+        // exchanges expired every one of them (16 responses of 256 KiB take
+        // 1.1 s to cross 30 Mbit/s).
+        let ideal_wait = match self.scenario.as_str() {
+            "priority" => self.ideal(),
+            _ => Duration::from_secs_f64(f64::from(self.window) / self.exchange_bound()).max(self.ideal()),
+        };
+        let request_timeout = (ideal_wait * 4).max(Duration::from_secs(1));
         let workload = match self.scenario.as_str() {
             "priority" => Workload::Priority {
                 bulk_message: BULK_MESSAGE,
@@ -364,6 +376,29 @@ mod tests {
         assert_eq!(s.scenario, "transport");
         assert_eq!(s.ideal(), utility::ideal_exchange(Duration::from_millis(20), 50_000_000, 512 + 8192));
         assert_eq!(Adapt.requirements(), Requirements { emulator: true, exclusive: true });
+    }
+
+    #[test]
+    fn a_request_waits_for_the_responses_queued_ahead_of_it() {
+        let with = |link: &str, window: u32, response: u64| {
+            let mut p = defaults(&Adapt);
+            p.insert("link", Value::Link(link.into()));
+            p.insert("window", Value::Int(i64::from(window)));
+            p.insert("response_size", Value::Size(response));
+            Settings::from_params(&p).unwrap()
+        };
+        // 16 responses of 256 KiB + a 512 B request on 30 Mbit/s: the link
+        // carries 14.3 exchanges a second, so one waits 1.12 s at best.
+        let s = with("rtt=120ms,rate=30mbit", 16, 256 << 10);
+        let wait = 16.0 / s.exchange_bound();
+        assert!((wait - 1.12).abs() < 0.01, "{wait}");
+        let t = s.client().request_timeout.as_secs_f64();
+        assert!((t - 4.0 * wait).abs() < 0.01, "{t}");
+        // Small messages on a fast link: the 1 s floor.
+        assert_eq!(with("rtt=20ms,rate=50mbit", 4, 8 << 10).client().request_timeout, Duration::from_secs(1));
+        // A long path, window-limited: 4 ideal exchanges (4 x 2.1 s).
+        let t = with("rtt=2s,rate=50mbit", 4, 8 << 10).client().request_timeout;
+        assert!(t > Duration::from_secs(8) && t < Duration::from_secs(9), "{t:?}");
     }
 
     #[test]
