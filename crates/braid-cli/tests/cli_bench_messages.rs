@@ -58,6 +58,26 @@ fn insecure_runs_say_so() {
     assert!(j["braid_over_tcp"]["100"].as_f64().is_some_and(|r| r > 0.0), "{j}");
 }
 
+/// `--notify`: the Node runs send a notification per batch and wait for
+/// them; each rate entry of a Node transport says how many batches were
+/// confirmed (all it sent: the run's checks pass), the others say nothing.
+#[test]
+fn notify_runs_report_the_batches_confirmed() {
+    let out = run(
+        &["bench", "messages", "--secs", "0.3", "--transport", "node-braid", "--size", "1KiB", "--outstanding", "4", "--notify", "--json"],
+        LIMIT,
+    );
+    assert!(out.success(), "{out:?}");
+    let j = last_json(&out);
+    assert_eq!(j["notify"], true);
+    assert_eq!(j["checks_ok"], true, "{j}");
+    let rate = j["rate"].as_array().unwrap();
+    let node = rate.iter().find(|r| r["transport"] == "node-braid").unwrap_or_else(|| panic!("{j}"));
+    assert!(node["notified"].as_u64().is_some_and(|n| n > 0), "{j}");
+    let tcp = rate.iter().find(|r| r["transport"] == "tcp").unwrap_or_else(|| panic!("{j}"));
+    assert!(tcp.get("notified").is_none(), "{j}");
+}
+
 #[test]
 fn bad_flags_name_the_flag_and_the_allowed_values() {
     let size = run(&["bench", "messages", "--size", "0"], LIMIT);

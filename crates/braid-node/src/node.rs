@@ -489,15 +489,21 @@ impl<H: Header> Node<H> {
         if lane == Lane::Default {
             self.override_transport(&mut msg);
         }
-        let confirms = self.is_local(msg.header().destination())
-            || match msg.header().transport() {
+        let (n, notify) = Notifier::pair(self.confirms(msg.header()));
+        self.send_with(msg, n, lane).await?;
+        Ok(notify)
+    }
+
+    /// Whether what goes as `header` says will be reported
+    /// [`DeliveryStatus::Delivered`](crate::DeliveryStatus::Delivered)
+    /// (see [`Notify::confirms_delivery`]).
+    fn confirms(&self, header: &H) -> bool {
+        self.is_local(header.destination())
+            || match header.transport() {
                 Transport::Braid | Transport::Exon => true,
                 Transport::Tcp => crate::tcp::CAN_CONFIRM,
                 Transport::Udp | Transport::Data => false,
-            };
-        let (n, notify) = Notifier::pair(confirms);
-        self.send_with(msg, n, lane).await?;
-        Ok(notify)
+            }
     }
 
     async fn send_with(&self, msg: Message<H>, notifier: Notifier, lane: Lane) -> Result<(), SendError> {
@@ -542,7 +548,8 @@ impl<H: Header> Node<H> {
         Ok(())
     }
 
-    /// Send the messages of `batch`, in order, without notifications:
+    /// Send the messages of `batch`, in order, without notifications
+    /// ([`Node::send_batch_notify`] gives one for the whole batch):
     /// [`Node::send_many`] for messages that share a header, at the cost
     /// of a length and a copy per message (issue 23 item 3). Returns once
     /// the batch is queued.
@@ -590,17 +597,75 @@ impl<H: Header> Node<H> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn send_batch(&self, mut batch: MessageBatch<H>) -> Result<(), SendError> {
+    pub async fn send_batch(&self, batch: MessageBatch<H>) -> Result<(), SendError> {
+        self.send_batch_with(batch, false).await.map(drop)
+    }
+
+    /// [`Node::send_batch`] with one delivery notification for the whole
+    /// batch, whatever number of frames it travels in (issue 23 item 3:
+    /// an application that needs confirmations pays one [`Notify`] per
+    /// batch, not one per message). Its status is
+    /// [`DeliveryStatus::Delivered`](crate::DeliveryStatus::Delivered) once
+    /// every frame was delivered, in each transport's meaning of it as for
+    /// [`Node::send_notify`] (Braid: acknowledged; TCP: acknowledged by the
+    /// peer's kernel; Exon: delivered exactly once; this host: in the
+    /// receiver's queue), `Failed` as soon as one frame failed (the first
+    /// failure's reason; over TCP and Braid the frames after it fail too,
+    /// over Exon some may still be delivered), and `Sent`, final, once
+    /// every frame was handed to a transport that cannot confirm (UDP). An
+    /// empty batch is at once `Delivered` (`Sent` over UDP).
+    ///
+    /// The frames are completed by the transports as single messages are,
+    /// into one shared count of the frames outstanding: no task, channel
+    /// or notification per frame.
+    ///
+    /// ```no_run
+    /// use braid_node::{BasicAddress, BasicHeader, DeliveryStatus, MessageBatch, Node, Transport};
+    /// # async fn f(node: Node<BasicHeader>, peer: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+    /// let h = BasicHeader::new(BasicAddress::new(node.local_addr()), BasicAddress::new(peer), Transport::Braid);
+    /// let mut batch = MessageBatch::builder(h);
+    /// for i in 0..1000u32 {
+    ///     batch.push(&i.to_le_bytes());
+    /// }
+    /// let mut notify = node.send_batch_notify(batch.build()).await?;
+    /// match notify.outcome().await {
+    ///     DeliveryStatus::Delivered => println!("all 1000 acknowledged"),
+    ///     DeliveryStatus::Failed(reason) => println!("not all delivered: {reason}"),
+    ///     other => println!("{other:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_batch_notify(&self, batch: MessageBatch<H>) -> Result<Notify, SendError> {
+        match self.send_batch_with(batch, true).await? {
+            Some(notify) => Ok(notify),
+            // `send_batch_with` makes one whenever it is asked to.
+            None => Err(SendError::Closed),
+        }
+    }
+
+    /// What [`Node::send_batch`] and [`Node::send_batch_notify`] share;
+    /// `notify`: make (and return) the batch's notification.
+    async fn send_batch_with(&self, mut batch: MessageBatch<H>, notify: bool) -> Result<Option<Notify>, SendError> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::Acquire) {
             return Err(SendError::Closed);
         }
-        if batch.is_empty() {
-            return Ok(());
-        }
         // Only a header that changes loses the frame its builder wrote.
         if self.transport_override(batch.header()).is_some() {
             self.override_header_transport(batch.header_mut());
+        }
+        let confirms = notify && self.confirms(batch.header());
+        if batch.is_empty() {
+            return Ok(notify.then(|| {
+                // Nothing to wait for: at once the final status.
+                let (mut n, note) = Notifier::pair(confirms);
+                if confirms {
+                    n.delivered();
+                } else {
+                    n.sent();
+                }
+                note
+            }));
         }
         let transport = batch.header().transport();
         if transport == Transport::Data {
@@ -610,11 +675,19 @@ impl<H: Header> Node<H> {
         let counters = &inner.core.counters;
         if self.is_local(&dst) {
             let n = batch.len() as u64;
+            let (notifier, note) = match notify {
+                true => {
+                    let (notifier, note) = Notifier::pair(true);
+                    (notifier, Some(note))
+                }
+                false => (Notifier::none(), None),
+            };
             // Reflected in-process (seed 000 §III-B): not encoded.
             return match inner.core.inbox.deliver(Received::Batch(batch), counters).await {
                 Ok(()) => {
                     counters.local_deliveries.fetch_add(n, Ordering::Relaxed);
-                    Ok(())
+                    notifier.delivered();
+                    Ok(note)
                 }
                 Err(FailReason::UnknownVnode(v)) => Err(SendError::UnknownVnode(v)),
                 Err(_) => Err(SendError::Closed),
@@ -641,11 +714,19 @@ impl<H: Header> Node<H> {
                 inner.core.rule_event(base, crate::rules::NodeEvent::Sent);
             }
         }
+        let (notifiers, note) = if notify {
+            let (members, note) = Notifier::group(confirms, frames.len());
+            (members, Some(note))
+        } else {
+            (Vec::new(), None)
+        };
+        let mut notifiers = notifiers.into_iter();
         let run = frames
             .into_iter()
-            .map(|frame| (Prepared::Wire { transport, base, to, frame }, Notifier::none()))
+            .map(|frame| (Prepared::Wire { transport, base, to, frame }, notifiers.next().unwrap_or_else(Notifier::none)))
             .collect();
-        self.dispatch(run, Lane::Default).await
+        self.dispatch(run, Lane::Default).await?;
+        Ok(note)
     }
 
     /// Check `msg` and encode it for its transport, or keep it whole for
@@ -1076,6 +1157,12 @@ impl<H: Header> Vnode<H> {
     /// Send a batch through the node (see [`Node::send_batch`]).
     pub async fn send_batch(&self, batch: MessageBatch<H>) -> Result<(), SendError> {
         self.node.send_batch(batch).await
+    }
+
+    /// Send a batch through the node with one notification for it (see
+    /// [`Node::send_batch_notify`]).
+    pub async fn send_batch_notify(&self, batch: MessageBatch<H>) -> Result<Notify, SendError> {
+        self.node.send_batch_notify(batch).await
     }
 
     /// Send through the node (see [`Node::send`]).

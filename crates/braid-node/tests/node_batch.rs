@@ -3,12 +3,15 @@
 //! messages sent alone keep their order on one channel, whichever of
 //! `recv`, `recv_many` and `recv_batch` reads them; a batch too large for
 //! the transport's unit is split, a body too large for it refused before
-//! anything is sent; a malformed batch frame is dropped and counted.
+//! anything is sent; a malformed batch frame is dropped and counted; one
+//! notification per batch (`send_batch_notify`) says Delivered only once
+//! every frame is, Failed when a frame fails, Sent over UDP.
 
 use std::time::Duration;
 
 use braid_node::{
-    BasicAddress, BasicHeader, Header, Message, MessageBatch, Node, NodeConfig, SendError, Transport, VnodeId,
+    BasicAddress, BasicHeader, DeliveryStatus, FailReason, Address, Header, Message, MessageBatch, Node, NodeConfig, SendError,
+    Transport, VnodeId,
 };
 
 mod common;
@@ -319,4 +322,233 @@ async fn a_received_batch_can_be_forwarded() {
     let got = tokio::time::timeout(LIMIT, c.recv_batch()).await.unwrap().unwrap();
     assert_eq!(got.header().source(), &addr(&b));
     assert_eq!(got.iter().map(seq_of).collect::<Vec<_>>(), (0..30).collect::<Vec<_>>());
+}
+
+// ---- One delivery notification per batch (`send_batch_notify`) ----
+
+/// A batch of `n` numbered bodies of `size` bytes each (at least 4).
+fn numbered_batch(h: &BasicHeader, n: u32, size: usize) -> MessageBatch<BasicHeader> {
+    let mut b = MessageBatch::builder(h.clone());
+    b.reserve(n as usize * (size + 3));
+    for s in 0..n {
+        b.push(&body(s, size - 4));
+    }
+    b.build()
+}
+
+/// Reads `n` bodies with `recv_batch`; their numbers, in arrival order,
+/// and how many batches (frames) they came in.
+async fn read_bodies(b: &Node<BasicHeader>, n: usize) -> (Vec<u32>, usize) {
+    let (mut got, mut frames) = (Vec::with_capacity(n), 0);
+    while got.len() < n {
+        let batch = tokio::time::timeout(LIMIT, b.recv_batch()).await.expect("receive timed out").expect("node closed");
+        frames += 1;
+        got.extend(batch.iter().map(seq_of));
+    }
+    (got, frames)
+}
+
+/// Over TCP and Braid, a receiver that does not read holds delivery back:
+/// its queue takes one frame, its transport a window's worth (Braid: a
+/// receive window of 4 MiB; TCP: the kernel's receive buffer, at most
+/// `tcp_rmem`'s 32 MiB here), and a batch of 64 MiB in frames of 1 MiB
+/// cannot all be acknowledged before it reads. The batch's one
+/// notification must not say Delivered until then (its first frames were
+/// acknowledged long before), and says it once the receiver read it all.
+async fn batch_delivered_only_once_all_is_read(t: Transport) {
+    let mut config = NodeConfig { max_frame_size: 1 << 20, recv_queue: 1, ..all() };
+    config.braid.transport.receive_window = 4 << 20;
+    let a = node(config.clone()).await;
+    let b = node(config).await;
+    let h = BasicHeader::new(addr(&a), addr(&b), t);
+    const N: u32 = 16 << 10;
+    let batch = numbered_batch(&h, N, 4096);
+    let send = a.send_batch_notify(batch);
+    tokio::pin!(send);
+    // The frames fit the channel's queue: the call returns without
+    // waiting for the receiver (if it waited, the batch is not delivered
+    // either, which is what is checked).
+    let early = tokio::select! {
+        r = &mut send => Some(r.expect("send_batch_notify")),
+        _ = tokio::time::sleep(Duration::from_secs(1)) => None,
+    };
+    if let Some(note) = &early {
+        assert!(note.confirms_delivery(), "{t}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let s = note.status();
+        assert!(matches!(s, DeliveryStatus::Queued | DeliveryStatus::Sent), "{t}: {s:?} before the receiver read anything");
+    }
+    let reading = tokio::spawn({
+        let b = b.clone();
+        async move { read_bodies(&b, N as usize).await }
+    });
+    let mut note = match early {
+        Some(n) => n,
+        None => send.await.expect("send_batch_notify"),
+    };
+    assert_eq!(tokio::time::timeout(LIMIT, note.outcome()).await.expect("no outcome"), DeliveryStatus::Delivered, "{t}");
+    let (got, frames) = reading.await.unwrap();
+    assert_eq!(got, (0..N).collect::<Vec<_>>(), "{t}");
+    assert!(frames >= 64, "{t}: {frames} frames");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_batch_notification_waits_for_every_frame() {
+    batch_delivered_only_once_all_is_read(Transport::Tcp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn braid_batch_notification_waits_for_every_frame() {
+    batch_delivered_only_once_all_is_read(Transport::Braid).await;
+}
+
+/// To this host, Delivered means in the receiver's queue: with the queue
+/// full, the batch waits (and its notification with it) until the
+/// receiver makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_batch_notification_waits_for_room_in_the_queue() {
+    let a = node(NodeConfig { recv_queue: 1, ..common::base() }).await;
+    let h = BasicHeader::new(addr(&a), addr(&a), Transport::Braid);
+    a.send(Message::raw(h.clone(), body(1000, 0))).await.unwrap();
+    let send = a.send_batch_notify(numbered_batch(&h, 100, 32));
+    tokio::pin!(send);
+    tokio::select! {
+        r = &mut send => panic!("delivered into a full queue: {:?}", r.map(|n| n.status())),
+        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+    }
+    let first = tokio::time::timeout(LIMIT, a.recv()).await.unwrap().unwrap();
+    assert_eq!(seq_of(first.raw_bytes().unwrap()), 1000);
+    let mut note = tokio::time::timeout(LIMIT, send).await.expect("room was made").unwrap();
+    assert_eq!(note.status(), DeliveryStatus::Delivered);
+    assert_eq!(note.outcome().await, DeliveryStatus::Delivered);
+    let (got, frames) = read_bodies(&a, 100).await;
+    assert_eq!((got, frames), ((0..100).collect::<Vec<_>>(), 1));
+}
+
+/// Over Exon (unordered, acknowledged on arrival whatever the receiving
+/// application does): a batch split into frames is Delivered, and by then
+/// every frame has arrived at the receiving node; the receiver reads all
+/// of it, each message once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exon_batch_notification_covers_every_frame() {
+    let config = NodeConfig { max_frame_size: 64 << 10, ..all() };
+    let a = node(config.clone()).await;
+    let b = node(config).await;
+    let h = BasicHeader::new(addr(&a), addr(&b), Transport::Exon);
+    const N: u32 = 2000;
+    let mut note = a.send_batch_notify(numbered_batch(&h, N, 1000)).await.unwrap();
+    assert!(note.confirms_delivery());
+    assert_eq!(tokio::time::timeout(LIMIT, note.outcome()).await.unwrap(), DeliveryStatus::Delivered);
+    // Exon delivered every frame to b's socket before acknowledging it:
+    // b's node takes them all without a further send.
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while b.stats().transport(Transport::Exon).messages_received < N as u64 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the batch was reported delivered before it all arrived");
+    let (mut got, frames) = read_bodies(&b, N as usize).await;
+    got.sort_unstable();
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+    assert!(frames >= 2_000_000 / (64 << 10), "{frames} frames");
+    assert!(tokio::time::timeout(Duration::from_millis(300), b.recv()).await.is_err(), "a message arrived twice");
+}
+
+/// Over Exon, delivery is held back by a receiver that is not there yet
+/// (without authentication, the sender knows its Exon ID from its address
+/// and keeps retransmitting): the batch is not Delivered before the
+/// receiver exists, and is once it came up and took every frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exon_batch_notification_waits_for_a_late_receiver() {
+    let config = NodeConfig {
+        transports: vec![Transport::Exon],
+        security: braid_node::NodeAuth::insecure(),
+        max_frame_size: 64 << 10,
+        ..common::base()
+    };
+    let a = node(config.clone()).await;
+    let (later, holders) = silent_address();
+    let h = BasicHeader::new(addr(&a), later, Transport::Exon);
+    const N: u32 = 500;
+    let mut note = a.send_batch_notify(numbered_batch(&h, N, 1000)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let s = note.status();
+    assert!(matches!(s, DeliveryStatus::Queued | DeliveryStatus::Sent), "{s:?} without a receiver");
+    drop(holders);
+    let b: Node<BasicHeader> = Node::bind(later.as_socket(), config).await.expect("bind the late receiver");
+    assert_eq!(tokio::time::timeout(LIMIT, note.outcome()).await.unwrap(), DeliveryStatus::Delivered);
+    let (mut got, frames) = read_bodies(&b, N as usize).await;
+    got.sort_unstable();
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+    assert!(frames >= 7, "{frames} frames");
+}
+
+/// A batch to a peer that is not there fails, with the reason its frames
+/// failed for (TCP and Braid: the channel could not open, as for single
+/// messages; Exon: its key could not be learnt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_to_a_peer_that_is_gone_fails() {
+    let mut config = NodeConfig { max_frame_size: 4096, connect_timeout: Duration::from_millis(500), ..all() };
+    // Exon gives up learning a silent address's key after its tries.
+    config.exon.node.session.handshake_timeout = Duration::from_millis(50);
+    config.exon.node.session.discovery_tries = 2;
+    let a = node(config).await;
+    let (dead, _holders) = silent_address();
+    for t in [Transport::Tcp, Transport::Braid, Transport::Exon] {
+        let h = BasicHeader::new(addr(&a), dead, t);
+        let mut note = a.send_batch_notify(numbered_batch(&h, 200, 100)).await.unwrap();
+        match tokio::time::timeout(LIMIT, note.outcome()).await.expect("no outcome") {
+            DeliveryStatus::Failed(FailReason::ConnectFailed { transport, .. }) if t != Transport::Exon => assert_eq!(transport, t),
+            DeliveryStatus::Failed(FailReason::Io(_)) if t == Transport::Exon => {}
+            s => panic!("{t}: {s:?}"),
+        }
+    }
+}
+
+/// UDP cannot confirm: a batch of several datagrams ends at Sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_batch_notification_ends_at_sent() {
+    let config = NodeConfig { udp_max_datagram: 1200, ..common::base() };
+    let a = node(config.clone()).await;
+    let b = node(config).await;
+    let h = BasicHeader::new(addr(&a), addr(&b), Transport::Udp);
+    let mut note = a.send_batch_notify(numbered_batch(&h, 40, 104)).await.unwrap();
+    assert!(!note.confirms_delivery());
+    assert_eq!(tokio::time::timeout(LIMIT, note.outcome()).await.unwrap(), DeliveryStatus::Sent);
+    // An empty batch has nothing to wait for.
+    let empty = MessageBatch::builder(h.clone()).build();
+    assert_eq!(a.send_batch_notify(empty).await.unwrap().status(), DeliveryStatus::Sent);
+    let empty = MessageBatch::builder(BasicHeader::new(addr(&a), addr(&b), Transport::Braid)).build();
+    assert_eq!(a.send_batch_notify(empty).await.unwrap().status(), DeliveryStatus::Delivered);
+    // Through a vnode handle, as through the node.
+    let v = a.vnode(VnodeId(9)).unwrap();
+    let mut note = v.send_batch_notify(numbered_batch(&BasicHeader::new(addr(&a), addr(&b), Transport::Tcp), 10, 8)).await.unwrap();
+    assert_eq!(tokio::time::timeout(LIMIT, note.outcome()).await.unwrap(), DeliveryStatus::Delivered);
+}
+
+/// A base address whose TCP port refuses connections (bound, not
+/// listening) and whose Braid and Exon ports swallow datagrams, with the
+/// sockets that hold them.
+fn silent_address() -> (BasicAddress, Vec<Box<dyn std::any::Any>>) {
+    for _ in 0..100 {
+        let Ok(tcp) = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None) else { continue };
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        if tcp.bind(&any.into()).is_err() {
+            continue;
+        }
+        let Some(base) = tcp.local_addr().ok().and_then(|a| a.as_socket()) else { continue };
+        let mut held: Vec<Box<dyn std::any::Any>> = vec![Box::new(tcp)];
+        let mut ok = true;
+        for t in [Transport::Braid, Transport::Exon] {
+            match base.port().checked_add(t.port_offset()).map(|p| std::net::UdpSocket::bind((base.ip(), p))) {
+                Some(Ok(u)) => held.push(Box::new(u)),
+                _ => ok = false,
+            }
+        }
+        if ok {
+            return (BasicAddress::new(base), held);
+        }
+    }
+    panic!("no free set of loopback ports in 100 tries");
 }

@@ -47,6 +47,10 @@ pub struct BenchMessagesArgs {
     /// encrypted, kernel TCP never).
     #[arg(long)]
     insecure_no_auth: bool,
+    /// Node runs: ask for a delivery notification per batch and wait for them (bounded), as an
+    /// application that needs confirmations does; the other transports are measured as without it.
+    #[arg(long)]
+    notify: bool,
     /// Print JSON instead of a table (no progress bar).
     #[arg(long)]
     json: bool,
@@ -113,6 +117,7 @@ fn experiments(args: &BenchMessagesArgs) -> Vec<Vec<(String, Value)>> {
                     ("time_limit".to_string(), Value::Duration(args.secs)),
                     ("messages".to_string(), Value::Int(messages)),
                     ("encrypted".to_string(), Value::Bool(!args.insecure_no_auth)),
+                    ("notify".to_string(), Value::Bool(args.notify)),
                 ]);
             }
         }
@@ -124,6 +129,8 @@ fn experiments(args: &BenchMessagesArgs) -> Vec<Vec<(String, Value)>> {
 struct Summary {
     runs: Vec<MessagesRun>,
     encrypted: bool,
+    /// Node runs sent with a notification per batch (`--notify`).
+    notify: bool,
 }
 
 impl Summary {
@@ -183,7 +190,14 @@ impl Summary {
             .runs
             .iter()
             .filter(|r| r.pattern == Pattern::Oneway)
-            .map(|r| json!({"transport": r.transport.name(), "size": r.size, "msgs_per_s": r.msgs_per_s}))
+            .map(|r| {
+                let mut e = json!({"transport": r.transport.name(), "size": r.size, "msgs_per_s": r.msgs_per_s});
+                // With --notify only: the batches confirmed, proof the notifications arrived.
+                if let (Some(n), Some(m)) = (r.notified, e.as_object_mut()) {
+                    m.insert("notified".into(), json!(n));
+                }
+                e
+            })
             .collect();
         let latency: Vec<_> = self
             .runs
@@ -196,6 +210,7 @@ impl Summary {
             .collect();
         let mut out = Map::new();
         out.insert("encrypted".into(), json!(self.encrypted));
+        out.insert("notify".into(), json!(self.notify));
         out.insert("tcp_cc".into(), json!(self.tcp_cc()));
         out.insert("rate".into(), json!(rate));
         out.insert("latency".into(), json!(latency));
@@ -295,7 +310,7 @@ pub async fn run(args: BenchMessagesArgs) -> anyhow::Result<Outcome> {
         let artifact = r.artifact(REPORT_ARTIFACT).with_context(|| format!("{what}: no report"))?;
         runs.push(serde_json::from_value::<MessagesRun>(artifact.clone()).with_context(|| format!("{what}: report"))?);
     }
-    let summary = Summary { runs, encrypted: !args.insecure_no_auth };
+    let summary = Summary { runs, encrypted: !args.insecure_no_auth, notify: args.notify };
     if args.json {
         emit(&summary.json().to_string());
     } else {
@@ -304,8 +319,9 @@ pub async fn run(args: BenchMessagesArgs) -> anyhow::Result<Outcome> {
         } else {
             "exon, braid, node NOT encrypted (--insecure-no-auth)"
         };
+        let notify = if summary.notify { "; node: a delivery notification per batch, awaited" } else { "" };
         emit(&format!(
-            "messages on loopback, {} s per measurement; {security}; quinn encrypted (TLS 1.3); kernel TCP plaintext, congestion control {}",
+            "messages on loopback, {} s per measurement; {security}; quinn encrypted (TLS 1.3); kernel TCP plaintext, congestion control {}{notify}",
             args.secs.as_secs_f64(),
             summary.tcp_cc().unwrap_or("?")
         ));
@@ -342,6 +358,9 @@ mod tests {
         assert_eq!(value(&e[0], "encrypted"), &Value::Bool(true));
         let insecure = experiments(&parse(&["--insecure-no-auth"]));
         assert!(insecure.iter().all(|x| value(x, "encrypted") == &Value::Bool(false)));
+        assert_eq!(value(&e[0], "notify"), &Value::Bool(false));
+        let notify = experiments(&parse(&["--notify"]));
+        assert!(notify.iter().all(|x| value(x, "notify") == &Value::Bool(true)));
         // Every value is one the template accepts.
         let decls = braid_lab::template::Template::params(&Messages);
         for (k, v) in &e[1] {
@@ -379,7 +398,7 @@ mod tests {
             run_of(Transport::Exon, 64, Pattern::Rpc, Some(1), 40.0, Some(30.0)),
             run_of(Transport::NodeExon, 64, Pattern::Oneway, None, 200.0, None),
         ];
-        let s = Summary { runs, encrypted: true };
+        let s = Summary { runs, encrypted: true, notify: false };
         let j = s.json();
         assert_eq!(j["exon_over_tcp"]["64"], 0.25);
         assert_eq!(j["node-exon_over_tcp"]["64"], 0.2);
@@ -390,6 +409,8 @@ mod tests {
         assert_eq!(j["rate"].as_array().unwrap().len(), 3);
         assert_eq!(j["latency"][0]["outstanding"], 1);
         assert_eq!(j["checks_ok"], true);
+        assert_eq!(j["notify"], false);
+        assert!(j["rate"].as_array().unwrap().iter().all(|r| r.get("notified").is_none()));
         assert!(s.table().contains("0.250"));
     }
 }

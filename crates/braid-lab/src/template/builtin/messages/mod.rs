@@ -10,6 +10,10 @@
 //! header and one buffer per run of messages), kernel TCP (length-prefixed frames,
 //! `TCP_NODELAY`) and quinn (one bidirectional stream, framed). See
 //! [`wire`] for how each is driven and [`run`] for the two measurements.
+//! With `notify`, the Node runs send every batch with one delivery
+//! notification and wait for them, a bounded number outstanding (what an
+//! application that needs confirmations pays); the scalar `notified` counts
+//! the batches confirmed.
 //!
 //! Every message is checked at the receiver: each identifier delivered
 //! once (Exon: exactly once, with every accepted message's outcome
@@ -203,6 +207,9 @@ impl Template for Messages {
             ),
             ParamDecl::config("tcp_cc", ParamType::String, Value::String(String::new()))
                 .doc("kernel TCP's congestion control (a kernel algorithm name; empty: the system default)"),
+            ParamDecl::config("notify", ParamType::Bool, Value::Bool(false)).doc(
+                "node runs: ask for a delivery notification per batch and wait for them, bounded, as an application that needs confirmations does",
+            ),
         ]
     }
 
@@ -216,7 +223,8 @@ impl Template for Messages {
 
     fn run(&self, ctx: &mut Context<'_>) -> Result<(), TemplateError> {
         let s = settings(ctx.params)?;
-        let setup = Setup::new(s.transport, s.size, s.encrypted, s.tcp_cc.clone())?;
+        let mut setup = Setup::new(s.transport, s.size, s.encrypted, s.tcp_cc.clone())?;
+        setup.notify = s.notify;
         ctx.progress(0.0);
         let what = format!("{} {} of {} B", s.transport.name(), s.pattern_name(), s.size);
         let report = match s.pattern {
@@ -255,6 +263,8 @@ pub struct Settings {
     pub encrypted: bool,
     /// Kernel TCP's congestion control (`None`: the system default).
     pub tcp_cc: Option<String>,
+    /// Node runs: one delivery notification per batch, awaited.
+    pub notify: bool,
     /// The run's limits.
     pub cfg: RunCfg,
 }
@@ -303,6 +313,7 @@ pub fn settings(params: &Params) -> Result<Settings, TemplateError> {
         size: size as usize,
         encrypted: params.bool("encrypted")?,
         tcp_cc,
+        notify: params.bool("notify")?,
         cfg: RunCfg { limit, cap, drain: limit.max(Duration::from_secs(5)), outstanding: outstanding as usize },
     })
 }
@@ -344,6 +355,13 @@ pub struct MessagesRun {
     pub exon_in_doubt: Option<u64>,
     /// Exon: accepted messages whose outcome never came within the drain.
     pub exon_unsettled: Option<u64>,
+    /// Whether the Node sent with a delivery notification per batch.
+    #[serde(default)]
+    pub notify: bool,
+    /// Node runs with notifications: batches the sender saw confirmed
+    /// delivered (every batch it sent, when the run is ok).
+    #[serde(default)]
+    pub notified: Option<u64>,
     /// Every check passed.
     pub ok: bool,
 }
@@ -367,6 +385,8 @@ impl MessagesRun {
             replies: None,
             exon_in_doubt: None,
             exon_unsettled: None,
+            notify: s.notify && s.transport.node_transport().is_some(),
+            notified: None,
             ok: false,
         }
     }
@@ -386,6 +406,7 @@ impl MessagesRun {
             verdict: r.verdict.clone(),
             exon_in_doubt: in_doubt,
             exon_unsettled: unsettled,
+            notified: r.notified,
             ok: r.verdict.ok() && r.sent > 0 && exon_ok,
             ..MessagesRun::base(s)
         }
@@ -401,6 +422,7 @@ impl MessagesRun {
             p99_us: r.latency_us(0.99),
             verdict: r.requests.clone(),
             replies: Some(r.replies.clone()),
+            notified: r.notified,
             ok: r.requests.ok() && r.replies.ok() && r.sent > 0,
             ..MessagesRun::base(s)
         }
@@ -422,6 +444,9 @@ impl MessagesRun {
         }
         if let Some(v) = self.exon_in_doubt {
             ctx.record("exon_in_doubt", v as f64);
+        }
+        if let Some(v) = self.notified {
+            ctx.record("notified", v as f64);
         }
         ctx.record("ok", f64::from(u8::from(self.ok)));
     }
@@ -501,6 +526,48 @@ mod tests {
             }
             if a.transport == Transport::Tcp && a.pattern == Pattern::Oneway {
                 assert!(a.tcp_cc.as_deref().is_some_and(|cc| !cc.is_empty()), "{a:?}");
+            }
+        }
+    }
+
+    /// `notify`: the Node transports send a notification per batch and
+    /// wait for them; the run proves they arrived (`notified`: every batch
+    /// of the one-way sender, 3000 messages of 100 B in batches of 655;
+    /// the requests' batches in request/response). Other transports
+    /// ignore it.
+    #[test]
+    fn node_runs_with_notify_count_the_batches_confirmed() {
+        let template: Arc<dyn Template> = Arc::new(Messages);
+        let mut experiments = Vec::new();
+        for t in [Transport::NodeTcp, Transport::NodeBraid, Transport::NodeExon, Transport::Tcp] {
+            for (pattern, outstanding) in [("oneway", 1), ("rpc", 8)] {
+                experiments.push(vec![
+                    ("transport".to_string(), Value::Enum(t.name().into())),
+                    ("pattern".to_string(), Value::Enum(pattern.into())),
+                    ("outstanding".to_string(), Value::Int(outstanding)),
+                    ("size".to_string(), Value::Size(100)),
+                    ("messages".to_string(), Value::Int(3000)),
+                    ("time_limit".to_string(), Value::Duration(Duration::from_secs(5))),
+                    ("notify".to_string(), Value::Bool(true)),
+                ]);
+            }
+        }
+        let runs = run_experiments(template, experiments, &OneOffOptions { seed: 1, timeout: None }).unwrap();
+        for r in &runs {
+            assert!(r.ok(), "{:?} {:?}", r.params, r.error);
+            let a: MessagesRun = serde_json::from_value(r.artifact(REPORT_ARTIFACT).unwrap().clone()).unwrap();
+            assert!(a.ok, "{a:?}");
+            assert_eq!((a.sent, a.verdict.delivered), (3000, 3000), "{a:?}");
+            let node = a.transport.node_transport().is_some();
+            assert_eq!(a.notify, node, "{a:?}");
+            match (node, a.pattern) {
+                (false, _) => assert_eq!((a.notified, r.metric("notified")), (None, None), "{a:?}"),
+                (true, Pattern::Oneway) => assert_eq!(a.notified, Some(3000u64.div_ceil(655)), "{a:?}"),
+                // At least one batch per 8 requests in flight, at most one per request.
+                (true, Pattern::Rpc) => assert!(a.notified.is_some_and(|n| (375..=3000).contains(&n)), "{a:?}"),
+            }
+            if node {
+                assert_eq!(r.metric("notified"), a.notified.map(|n| n as f64));
             }
         }
     }

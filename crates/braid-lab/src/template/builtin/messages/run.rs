@@ -52,6 +52,8 @@ pub struct OnewayResult {
     pub exon: Option<ExonOutcomes>,
     /// Kernel TCP's congestion control on the connection (tcp only).
     pub tcp_cc: Option<String>,
+    /// Node runs with notifications: batches confirmed delivered.
+    pub notified: Option<u64>,
 }
 
 impl OnewayResult {
@@ -74,6 +76,9 @@ pub struct RpcResult {
     pub requests: Verdict,
     /// The client's check of the replies (lost: requests never answered).
     pub replies: Verdict,
+    /// Node runs with notifications: the client's batches of requests
+    /// confirmed delivered.
+    pub notified: Option<u64>,
 }
 
 impl RpcResult {
@@ -121,7 +126,7 @@ where
         let listener = Listener::bind(&setup, ip).await?;
         let _ = tx.send(listener.addr()?);
         // A client that never comes (it failed) must not hold the thread.
-        let wire = tokio::time::timeout(Duration::from_secs(10), listener.accept(setup.size))
+        let wire = tokio::time::timeout(Duration::from_secs(10), listener.accept(&setup))
             .await
             .map_err(|_| TemplateError::failed("the client did not connect within 10 s"))??;
         body(wire).await
@@ -186,11 +191,14 @@ pub fn oneway(setup: &Setup, cfg: RunCfg) -> Result<OnewayResult, TemplateError>
                 next += ids.len() as u64;
                 f.sent.store(next, Ordering::Release);
             }
-            Ok::<_, TemplateError>(())
+            // With notifications, sending is done once they all came: the
+            // receiver keeps its end open until then (a connection closed
+            // under an unconfirmed batch would fail it).
+            wire.settle_notifications(cfg.drain).await
         };
         let sent = sending.await;
         f.sent_all.store(true, Ordering::Release);
-        sent?;
+        let notified = sent?;
         // Closing before the receiver has everything could drop what is
         // still queued (quinn, the Node): wait for it, bounded.
         let until = Instant::now() + cfg.drain + Duration::from_secs(1);
@@ -198,15 +206,15 @@ pub fn oneway(setup: &Setup, cfg: RunCfg) -> Result<OnewayResult, TemplateError>
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         let exon = wire.close(cfg.drain).await;
-        Ok((start, next, exon, tcp_cc))
+        Ok((start, next, exon, tcp_cc, notified))
     })?;
     let c = join(client, "the sending end");
     if c.is_err() {
         flags.sent_all.store(true, Ordering::Release);
     }
     let (check, last) = join(server, "the receiving end")?;
-    let (start, sent, exon, tcp_cc) = c?;
-    Ok(OnewayResult { sent, verdict: check.verdict(sent), window: last.saturating_duration_since(start), exon, tcp_cc })
+    let (start, sent, exon, tcp_cc, notified) = c?;
+    Ok(OnewayResult { sent, verdict: check.verdict(sent), window: last.saturating_duration_since(start), exon, tcp_cc, notified })
 }
 
 /// Request/response with `cfg.outstanding` requests in flight.
@@ -293,19 +301,21 @@ pub fn rpc(setup: &Setup, cfg: RunCfg) -> Result<RpcResult, TemplateError> {
                 }
             }
         }
+        let notified = wire.settle_notifications(cfg.drain).await?;
         wire.close(Duration::from_secs(1)).await;
-        Ok((start, last, next, latencies, replies))
+        Ok((start, last, next, latencies, replies, notified))
     })?;
     let c = join(client, "the requesting end");
     stop.store(true, Ordering::Release);
     let requests = join(server, "the answering end")?;
-    let (start, last, sent, latencies, replies) = c?;
+    let (start, last, sent, latencies, replies, notified) = c?;
     Ok(RpcResult {
         window: last.saturating_duration_since(start),
         latencies,
         sent,
         requests: requests.verdict(sent),
         replies: replies.verdict(sent),
+        notified,
     })
 }
 

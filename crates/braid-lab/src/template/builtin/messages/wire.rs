@@ -12,12 +12,18 @@
 //! - Exon takes batches (`send_copies`: one buffer shared by a batch) and
 //!   delivers batches (`recv_many`);
 //! - the Node takes and delivers [`MessageBatch`]es (`send_batch`,
-//!   `recv_batch`): bodies sharing one header, what a user after rate calls.
+//!   `recv_batch`): bodies sharing one header, what a user after rate calls;
+//!   with [`Setup::notify`], `send_batch_notify`, keeping at most
+//!   [`NodeConfig::channel_queue`] batches unconfirmed (what the channel's
+//!   queue lets `send_batch` leave outstanding) and waiting for the oldest
+//!   notification beyond that, as an application that needs
+//!   confirmations does.
 //!
 //! A receive waits at most [`TICK`] so that loops can watch their clocks
 //! and flags; what is already queued is taken without waiting (a batch), so
 //! the timer costs one registration per batch, not per message.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,7 +31,9 @@ use std::time::Duration;
 
 use braid::exon::NodeId;
 use braid::exon_net::{ExonSocket, Outcome, SocketConfig};
-use braid::node::{BasicAddress, BasicHeader, MessageBatch, Node, NodeAuth, NodeConfig, Transport as NodeTransport};
+use braid::node::{
+    BasicAddress, BasicHeader, DeliveryStatus, MessageBatch, Node, NodeAuth, NodeConfig, Notify, Transport as NodeTransport,
+};
 use braid::{Connection, Endpoint, EndpointConfig, RecvBatch};
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -44,6 +52,10 @@ pub const TICK: Duration = Duration::from_millis(20);
 /// Most messages taken from a message-oriented transport's queue in one
 /// batch (bounds the time between two looks at the clock).
 const MAX_BATCH: usize = 1024;
+
+/// Longest wait for the oldest delivery notification of a Node run with
+/// [`Setup::notify`] while the window of unconfirmed batches is full.
+pub const NOTIFY_WAIT: Duration = Duration::from_secs(10);
 
 /// What both ends of a run need, made before either starts: each side's
 /// security (fresh identities pinned to each other, or none) and quinn's
@@ -64,6 +76,9 @@ pub struct Setup {
     pub quic: Option<QuicConfigs>,
     /// The kernel TCP sender's congestion control (`None`: the default).
     pub tcp_cc: Option<String>,
+    /// Node transports: send each batch with a delivery notification and
+    /// wait for them (see [`Wire::send`]); ignored by the others.
+    pub notify: bool,
 }
 
 impl Setup {
@@ -101,7 +116,7 @@ impl Setup {
             Transport::Quinn => Some(super::super::stream::quic::configs(&braid.0.transport)?),
             _ => None,
         };
-        Ok(Setup { transport, size, braid, node: (node(node_auth.0), node(node_auth.1)), exon, quic, tcp_cc })
+        Ok(Setup { transport, size, braid, node: (node(node_auth.0), node(node_auth.1)), exon, quic, tcp_cc, notify: false })
     }
 
     /// Exon's configuration of end `id` (insecure ends claim distinct IDs;
@@ -163,7 +178,8 @@ impl Listener {
 
     /// Waits for the client (for quinn, until it opened its stream and
     /// sent on it) and returns the server's end of the connection.
-    pub async fn accept(self, size: usize) -> Result<Wire, TemplateError> {
+    pub async fn accept(self, setup: &Setup) -> Result<Wire, TemplateError> {
+        let size = setup.size;
         let kind = match self {
             Listener::Tcp(l) => {
                 let (s, _) = l.accept().await.context("tcp accept")?;
@@ -182,7 +198,7 @@ impl Listener {
                 Kind::Braid(e, conn, RecvBatch::new())
             }
             Listener::Exon(sock) => Kind::Exon(ExonEnd::new(sock, None)),
-            Listener::Node(node, t) => Kind::Node(NodeEnd { node, transport: t, header: None }),
+            Listener::Node(node, t) => Kind::Node(NodeEnd::new(node, t, None, setup)),
         };
         Ok(Wire { kind, size, scratch: Vec::new(), tcp_cc: None })
     }
@@ -227,7 +243,7 @@ pub async fn connect(setup: &Setup, ip: std::net::IpAddr, addr: SocketAddr) -> R
             let nt = t.node_transport().context("a node transport")?;
             let node: Node<BasicHeader> = Node::bind(any, setup.node.1.clone()).await.context("binding the sending node")?;
             let header = BasicHeader::new(BasicAddress::new(node.local_addr()), BasicAddress::new(addr), nt);
-            Kind::Node(NodeEnd { node, transport: nt, header: Some(header) })
+            Kind::Node(NodeEnd::new(node, nt, Some(header), setup))
         }
     };
     Ok(Wire { kind, size: setup.size, scratch: Vec::new(), tcp_cc })
@@ -329,6 +345,60 @@ struct NodeEnd {
     node: Node<BasicHeader>,
     transport: NodeTransport,
     header: Option<BasicHeader>,
+    /// With notifications: those not yet awaited, oldest first, at most
+    /// `window` of them.
+    notes: Option<VecDeque<Notify>>,
+    window: usize,
+    /// Batches whose notification said Delivered.
+    notified: u64,
+}
+
+impl NodeEnd {
+    fn new(node: Node<BasicHeader>, transport: NodeTransport, header: Option<BasicHeader>, setup: &Setup) -> NodeEnd {
+        let window = setup.node.1.channel_queue.max(1);
+        let notes = setup.notify.then(|| VecDeque::with_capacity(window + 1));
+        NodeEnd { node, transport, header, notes, window, notified: 0 }
+    }
+
+    /// Send `batch`; with notifications, keep its notification and wait
+    /// for the oldest ones while more than the window are unconfirmed.
+    async fn send(&mut self, batch: MessageBatch<BasicHeader>) -> Result<(), TemplateError> {
+        let Some(notes) = &mut self.notes else {
+            return self.node.send_batch(batch).await.context("node send");
+        };
+        notes.push_back(self.node.send_batch_notify(batch).await.context("node send")?);
+        while notes.len() > self.window {
+            if let Some(note) = notes.pop_front() {
+                self.notified += confirmed(note, NOTIFY_WAIT).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for every notification still outstanding, at most `bound` in
+    /// all; how many batches were confirmed so far (`None` without
+    /// notifications).
+    async fn settle(&mut self, bound: Duration) -> Result<Option<u64>, TemplateError> {
+        let Some(notes) = &mut self.notes else { return Ok(None) };
+        let until = tokio::time::Instant::now() + bound;
+        while let Some(note) = notes.pop_front() {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            self.notified += confirmed(note, left).await?;
+        }
+        Ok(Some(self.notified))
+    }
+}
+
+/// 1 once `note` says Delivered (0 for a transport that ends at Sent); an
+/// error if it failed or did not end within `bound`.
+async fn confirmed(mut note: Notify, bound: Duration) -> Result<u64, TemplateError> {
+    match tokio::time::timeout(bound, note.outcome()).await {
+        Ok(DeliveryStatus::Delivered) => Ok(1),
+        Ok(DeliveryStatus::Failed(reason)) => fail!("a batch was not delivered: {reason}"),
+        // Sent: the transport cannot confirm (none of the Node's here).
+        Ok(_) => Ok(0),
+        Err(_) => fail!("no delivery notification within {bound:?}"),
+    }
 }
 
 /// Exon's count of outcomes at one end.
@@ -392,7 +462,7 @@ impl Wire {
                 for m in self.scratch.chunks(size.max(MIN_SIZE)) {
                     batch.push(m);
                 }
-                n.node.send_batch(batch.build()).await.context("node send")?;
+                n.send(batch.build()).await?;
             }
         }
         Ok(())
@@ -467,6 +537,16 @@ impl Wire {
                 in_doubt: e.in_doubt.load(Ordering::Relaxed),
             }),
             _ => None,
+        }
+    }
+
+    /// Node runs with notifications: waits for those outstanding, at most
+    /// `bound`, and returns how many batches were confirmed delivered
+    /// (`None` otherwise). An error if one failed or the wait ran out.
+    pub async fn settle_notifications(&mut self, bound: Duration) -> Result<Option<u64>, TemplateError> {
+        match &mut self.kind {
+            Kind::Node(n) => n.settle(bound).await,
+            _ => Ok(None),
         }
     }
 
