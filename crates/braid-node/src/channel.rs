@@ -384,7 +384,7 @@ async fn run<L: Link, F>(
         tokio::select! {
             biased;
             reason = &mut closed => {
-                lost(&env, key, id, &mut rx, &mut awaiting, reason);
+                lost(&env, key, id, &mut rx, &mut awaiting, link.acked(), reason);
                 return;
             }
             m = rx.recv() => {
@@ -405,7 +405,7 @@ async fn run<L: Link, F>(
                             bump(&counters.messages_failed);
                             out.notifier.failed(FailReason::ConnectionLost(reason.clone()));
                         }
-                        lost(&env, key, id, &mut rx, &mut awaiting, reason);
+                        lost(&env, key, id, &mut rx, &mut awaiting, link.acked(), reason);
                         return;
                     }
                 }
@@ -482,11 +482,27 @@ fn take_batch(first: Outgoing, rx: &mut mpsc::Receiver<Outgoing>, batch: &mut Ve
     }
 }
 
-fn lost(env: &ChannelEnv, key: Key, id: u64, rx: &mut mpsc::Receiver<Outgoing>, awaiting: &mut Awaiting, reason: String) {
+/// The connection is gone: what the peer acknowledged by then (`acked`,
+/// the link's last count) is delivered, everything else fails. The count
+/// is read once more here because acknowledgements are only polled every
+/// [`ACK_POLL`]: a peer that closes right after reading everything would
+/// otherwise turn messages it acknowledged into failures.
+fn lost(
+    env: &ChannelEnv,
+    key: Key,
+    id: u64,
+    rx: &mut mpsc::Receiver<Outgoing>,
+    awaiting: &mut Awaiting,
+    acked: Option<u64>,
+    reason: String,
+) {
     let (transport, addr, _) = key;
     tracing::debug!(%transport, %addr, %reason, "channel lost");
     bump(&env.counters.channel_failures);
     env.channels.retire(key, id, rx);
+    if let Some(a) = acked {
+        awaiting.release(a);
+    }
     let r = FailReason::ConnectionLost(reason);
     awaiting.fail(&env.counters, &r);
     fail_all(rx, &env.counters, &r);

@@ -552,3 +552,34 @@ fn silent_address() -> (BasicAddress, Vec<Box<dyn std::any::Any>>) {
     }
     panic!("no free set of loopback ports in 100 tries");
 }
+
+/// A receiver that reads everything and closes at once: the batch was
+/// acknowledged before the connection ended, so its notification says
+/// Delivered, not `ConnectionLost` (acknowledgements are polled every few
+/// milliseconds; the channel reads them once more when the connection
+/// goes). Several rounds, since the close races the last poll.
+async fn acknowledged_then_closed_is_delivered(t: Transport) {
+    for round in 0..8 {
+        let a = node(all()).await;
+        let b = node(all()).await;
+        let h = BasicHeader::new(addr(&a), addr(&b), t);
+        const N: u32 = 2000;
+        let mut note = a.send_batch_notify(numbered_batch(&h, N, 256)).await.expect("send_batch_notify");
+        let (got, _) = read_bodies(&b, N as usize).await;
+        assert_eq!(got.len(), N as usize);
+        b.close().await;
+        let outcome = tokio::time::timeout(LIMIT, note.outcome()).await.expect("no outcome");
+        assert_eq!(outcome, DeliveryStatus::Delivered, "{t}, round {round}");
+        a.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn braid_batch_acknowledged_before_the_peer_closed_is_delivered() {
+    acknowledged_then_closed_is_delivered(Transport::Braid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_batch_acknowledged_before_the_peer_closed_is_delivered() {
+    acknowledged_then_closed_is_delivered(Transport::Tcp).await;
+}
