@@ -26,6 +26,7 @@ use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::buffer::BufferPool;
+use crate::transport::ReceiveBatching;
 
 /// Version spoken by this implementation; a receiver refuses any other.
 pub const PROTOCOL_VERSION: u32 = 2;
@@ -329,24 +330,58 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Option<F
 /// [`read_frame`] with a tighter bound on the frame length (a data stream's frames are at most
 /// a chunk and its header, so a peer cannot make each stream allocate the protocol maximum).
 pub async fn read_frame_max<R: AsyncRead + Unpin>(reader: &mut R, max: u32) -> Result<Option<Frame>, ProtocolError> {
-    read_frame_in(reader, max, None).await
+    read_frame_in(reader, max, None, None).await
 }
 
 /// [`read_frame_max`] into a buffer from `pool` (returned to it when the frame's payload is
 /// dropped): a data stream reads a chunk per frame, and a fresh chunk-sized allocation each
-/// time costs page faults (see `buffer`).
+/// time costs page faults (see `buffer`). With `batching`, the frame's body is read in few
+/// wake-ups (see [`ReceiveBatching`]).
 pub async fn read_frame_pooled<R: AsyncRead + Unpin>(
     reader: &mut R,
     max: u32,
     pool: &std::sync::Arc<BufferPool>,
+    batching: Option<&ReceiveBatching>,
 ) -> Result<Option<Frame>, ProtocolError> {
-    read_frame_in(reader, max, Some(pool)).await
+    read_frame_in(reader, max, Some(pool), batching).await
+}
+
+/// Fills `buf`, raising the socket's wake-up threshold to what the rest of `buf` certainly
+/// brings, and lowering it to 1 again before returning (the next frame's length prefix is small).
+pub(crate) async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, buf: &mut [u8], batching: Option<&ReceiveBatching>) -> std::io::Result<()> {
+    let Some(batching) = batching else {
+        reader.read_exact(buf).await?;
+        return Ok(());
+    };
+    let mut filled = 0;
+    let mut threshold = 1;
+    let result = loop {
+        if filled == buf.len() {
+            break Ok(());
+        }
+        let wanted = batching.threshold(buf.len() - filled);
+        if wanted != threshold {
+            batching.set(wanted);
+            threshold = wanted;
+        }
+        match reader.read(&mut buf[filled..]).await {
+            Ok(0) => break Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    if threshold != 1 {
+        batching.set(1);
+    }
+    result
 }
 
 async fn read_frame_in<R: AsyncRead + Unpin>(
     reader: &mut R,
     max: u32,
     pool: Option<&std::sync::Arc<BufferPool>>,
+    batching: Option<&ReceiveBatching>,
 ) -> Result<Option<Frame>, ProtocolError> {
     let max = max.min(MAX_FRAME_LEN);
     let mut prefix = [0u8; 4];
@@ -369,7 +404,7 @@ async fn read_frame_in<R: AsyncRead + Unpin>(
     let body = match pool {
         Some(pool) => {
             let mut body = pool.take_len(len as usize);
-            reader.read_exact(&mut body).await.map_err(truncated)?;
+            read_body(reader, &mut body, batching).await.map_err(truncated)?;
             pool.bytes(body)
         }
         None => {

@@ -542,6 +542,8 @@ async fn control_loop<R: tokio::io::AsyncRead + Unpin>(
 async fn reader(shared: &Arc<Shared>, slot: usize) -> Result<(), TransferError> {
     let mut throttle = shared.emulate_read.as_ref().map(Throttle::worker);
     while shared.read_slots.keep(slot) {
+        // Waiting here is not busy time, so the read stage's measured throughput is unchanged.
+        shared.staging.wait_queued_below(read_ahead(shared.net_slots.target())).await;
         let Some(index) = shared.next_work().await else { return Ok(()) };
         let busy = shared.read_meter.start();
         let started = tokio::time::Instant::now();
@@ -559,6 +561,15 @@ async fn reader(shared: &Arc<Shared>, slot: usize) -> Result<(), TransferError> 
         }
     }
     Ok(())
+}
+
+/// Chunks the readers keep queued ahead of `network` network workers: one waiting behind the
+/// chunk each worker is sending, so none waits for a reader, and one more for the readers' own
+/// jitter. More read-ahead buys nothing once the network is the bottleneck (every queued chunk
+/// waits its turn anyway) and costs a chunk of memory each; when reading is the bottleneck the
+/// queue stays short whatever the bound.
+fn read_ahead(network: usize) -> usize {
+    network.max(1) + 1
 }
 
 /// Reads one planned chunk's segments and hashes them; checks that no source changed.

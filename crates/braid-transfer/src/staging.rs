@@ -207,6 +207,9 @@ pub struct StagingArea {
     room: Arc<Semaphore>,
     queue: Mutex<Queue>,
     ready: Notify,
+    /// Signalled whenever a chunk is taken out (or the area closes): producers bounding their
+    /// read-ahead wait on it.
+    taken: Notify,
     held: Arc<AtomicU64>,
     peak: AtomicU64,
 }
@@ -219,6 +222,7 @@ impl StagingArea {
             config,
             queue: Mutex::new(Queue::default()),
             ready: Notify::new(),
+            taken: Notify::new(),
             held: Arc::new(AtomicU64::new(0)),
             peak: AtomicU64::new(0),
         }
@@ -266,6 +270,7 @@ impl StagingArea {
                         // Pass the wake-up on: another consumer may be waiting for the rest.
                         self.ready.notify_one();
                     }
+                    self.taken.notify_waiters();
                     return Some(StagedChunk { chunk, _permit: permit, held: Arc::clone(&self.held) });
                 }
                 if queue.closed {
@@ -285,6 +290,7 @@ impl StagingArea {
         self.room.close();
         self.ready.notify_waiters();
         self.ready.notify_one();
+        self.taken.notify_waiters();
     }
 
     /// Bytes held now (queued or taken out and not yet dropped).
@@ -300,6 +306,28 @@ impl StagingArea {
     /// Chunks queued and not yet taken out.
     pub fn queued(&self) -> usize {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner).chunks.len()
+    }
+
+    /// Waits until fewer than `limit` chunks are queued, or the area is closed.
+    ///
+    /// The cap bounds memory; this bounds read-ahead. A producer much faster than its consumers
+    /// (a file read from page cache for a network-bound transfer) would otherwise fill the whole
+    /// cap, by default 30% of free memory, holding a gigabyte for a 1 GiB file while the consumers
+    /// only ever need the next chunk each.
+    pub async fn wait_queued_below(&self, limit: usize) {
+        loop {
+            let taken = self.taken.notified();
+            tokio::pin!(taken);
+            // Registered before the check, so a chunk taken in between still wakes us.
+            taken.as_mut().enable();
+            {
+                let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                if queue.chunks.len() < limit || queue.closed {
+                    return;
+                }
+            }
+            taken.await;
+        }
     }
 }
 
@@ -358,6 +386,31 @@ mod tests {
             assert_eq!(area.pop().await.unwrap().offset, 10);
             assert_eq!(area.pop().await.unwrap().offset, 20);
             assert!(area.pop().await.is_none());
+        });
+    }
+
+    #[test]
+    fn read_ahead_waits_for_a_chunk_to_be_taken_or_the_area_to_close() {
+        runtime().block_on(async {
+            let area = Arc::new(StagingArea::new(StagingConfig::new(10, 1000).unwrap()));
+            area.push(Chunk::new(0, 0, Bytes::from(vec![1; 10]))).await.unwrap();
+            area.push(Chunk::new(0, 10, Bytes::from(vec![2; 10]))).await.unwrap();
+            tokio::time::timeout(Duration::from_millis(100), area.wait_queued_below(3)).await.expect("2 queued is below 3");
+            let waiting = tokio::spawn({
+                let area = Arc::clone(&area);
+                async move { area.wait_queued_below(2).await }
+            });
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(!waiting.is_finished(), "two queued chunks are not below two");
+            let _taken = area.pop().await.unwrap();
+            tokio::time::timeout(Duration::from_secs(1), waiting).await.expect("a chunk taken out wakes the producer").unwrap();
+            let closing = tokio::spawn({
+                let area = Arc::clone(&area);
+                async move { area.wait_queued_below(1).await }
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            area.close();
+            tokio::time::timeout(Duration::from_secs(1), closing).await.expect("closing wakes the producer").unwrap();
         });
     }
 

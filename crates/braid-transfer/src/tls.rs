@@ -19,7 +19,6 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use braid_identity::{Peer, PublicKey};
@@ -28,7 +27,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::transport::{tcp_loss_counters, Acceptor, BoxFuture, Connection, Connector, LossCounters, LossProbe, StreamRole};
+use crate::transport::{tcp_socket_hooks, Acceptor, BoxFuture, Connection, Connector, LossProbe, ReceiveBatching, StreamRole};
 
 /// What a handshake proved about the receiver: its key and the cipher
 /// suite the stream runs (for a summary's `peer_key` and `cipher`).
@@ -109,11 +108,11 @@ impl Connector for TlsConnector {
             let tcp = TcpStream::connect(self.addr).await?;
             // As over plain TCP: bulk streams keep Nagle on (full segments), control goes at once.
             tcp.set_nodelay(role == StreamRole::Control)?;
-            let loss = probe(&tcp);
+            let (loss, batching) = hooks(&tcp);
             let (stream, key) = self.settings.connect_peer(tcp, peer).await.map_err(TlsError::into_io)?;
             let cipher = stream.get_ref().1.negotiated_cipher_suite().and_then(|s| s.suite().as_str());
             self.proven.record(Proven { key, cipher });
-            Ok(Connection { stream: Box::new(stream), loss })
+            Ok(Connection { stream: Box::new(stream), loss, batching })
         })
     }
 }
@@ -260,9 +259,9 @@ async fn handshake(settings: &TlsSettings, tcp: TcpStream) -> Result<Connection,
     // The receiver reads bulk data; its control replies are small and sent at once.
     let remote = tcp.peer_addr().map_err(|source| TlsError::Io { peer: unnamed(), source })?;
     tcp.set_nodelay(true).map_err(|source| TlsError::Io { peer: Peer::addr(remote), source })?;
-    let loss = probe(&tcp);
+    let (loss, batching) = hooks(&tcp);
     let (stream, _key) = settings.accept_from(tcp, remote).await?;
-    Ok(Connection { stream: Box::new(stream), loss })
+    Ok(Connection { stream: Box::new(stream), loss, batching })
 }
 
 fn unnamed() -> Peer {
@@ -284,19 +283,15 @@ fn record(refusals: &Mutex<Refusals>, error: &TlsError) {
     }
 }
 
-/// `TCP_INFO` on a duplicate of the socket under the TLS layer.
-struct TcpInfoProbe {
-    fd: OwnedFd,
-}
+/// The most a TLS stream holds between the socket and its reader (rustls 0.23): received
+/// records not yet decrypted (one record of at most 18,437 bytes, or a handshake message of up
+/// to 64 KiB), and decrypted plaintext (reads stop at 16 KiB; one more record may land on top).
+/// Rounded up, so receive batching never waits for bytes already read off the socket.
+const TLS_HELD_ABOVE: usize = 128 << 10;
 
-impl LossProbe for TcpInfoProbe {
-    fn counters(&self) -> Option<LossCounters> {
-        tcp_loss_counters(&self.fd)
-    }
-}
-
-fn probe(tcp: &TcpStream) -> Option<Arc<dyn LossProbe>> {
-    tcp.as_fd().try_clone_to_owned().ok().map(|fd| Arc::new(TcpInfoProbe { fd }) as Arc<dyn LossProbe>)
+/// The socket hooks under the TLS layer.
+fn hooks(tcp: &TcpStream) -> (Option<Arc<dyn LossProbe>>, Option<ReceiveBatching>) {
+    tcp_socket_hooks(tcp, TLS_HELD_ABOVE)
 }
 
 #[cfg(test)]

@@ -105,7 +105,7 @@ impl Connector for TapConnector {
             }
             let flip_at = if self.flip_at.is_some() && !self.flipped.swap(true, Ordering::AcqRel) { self.flip_at } else { None };
             let stream = Tap { inner: connection.stream, written: Arc::clone(&self.written), position: 0, flip_at };
-            Ok(Connection { stream: Box::new(stream), loss: connection.loss })
+            Ok(Connection { stream: Box::new(stream), ..connection })
         })
     }
 }
@@ -303,6 +303,50 @@ async fn a_sender_abort_resumes_with_only_the_missing_chunks() {
     assert!(second.bytes_sent <= total - journaled + chunk * workers, "{second:?}, journaled {journaled}");
     assert!(second.resumed_bytes >= journaled, "{second:?}, journaled {journaled}");
     assert!(connector.written.load(Ordering::Acquire) <= second.bytes_sent + 64 * 1024);
+    assert_same_tree(&source, &dest.join("data"));
+}
+
+/// Damages, in a partly received file's temporary copy, the first chunk an earlier session
+/// journaled; returns whether there was one.
+fn damage_a_journaled_chunk(source: &Path, dest: &Path, chunk: u64) -> bool {
+    let manifest = Manifest::build(&[source]).unwrap();
+    let entries = wire_entries(&manifest);
+    let plan = Plan::new(&entries, chunk, DEFAULT_BUNDLE_THRESHOLD).unwrap();
+    let roots: Vec<&str> = entries.iter().map(|e| e.path.as_str()).filter(|p| !p.contains('/')).collect();
+    let journal = Journal::open(&journal_path(dest, &roots), false).unwrap();
+    for planned in plan.chunks.iter().filter(|c| !c.bundle && journal.chunk(&c.key).is_some()) {
+        let segment = planned.segments[0];
+        let (dir, name) = entries[segment.file as usize].path.rsplit_once('/').unwrap();
+        let temp = dest.join(dir).join(format!(".{name}.braid-part"));
+        let Ok(mut file) = fs::OpenOptions::new().read(true).write(true).open(&temp) else { continue };
+        let mut byte = [0u8; 1];
+        file.seek(SeekFrom::Start(segment.offset)).unwrap();
+        std::io::Read::read_exact(&mut file, &mut byte).unwrap();
+        file.seek(SeekFrom::Start(segment.offset)).unwrap();
+        file.write_all(&[byte[0] ^ 0x01]).unwrap();
+        return true;
+    }
+    false
+}
+
+/// A chunk journaled by an earlier session is not trusted blindly: its file is read back before
+/// the rename, and a chunk that no longer matches its hash is fetched again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journaled_chunk_damaged_on_disk_is_fetched_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("data");
+    big_files(&source, 6, 3 << 20);
+    let dest = tmp.path().join("dest");
+    let chunk = 1u64 << 20;
+    let (addr, server, mut outcomes) = start_receiver(receive_options(&dest, chunk)).await;
+    send_and_abort(&source, addr, chunk, 7 << 20).await;
+    assert!(matches!(next_outcome(&mut outcomes).await, Err(TransferError::Disconnected)));
+    assert!(damage_a_journaled_chunk(&source, &dest, chunk), "no partly received file with a journaled chunk");
+
+    send(&[&source], TapConnector::new(addr, None), options(chunk, 100)).await.unwrap();
+    let received = next_outcome(&mut outcomes).await.unwrap();
+    server.abort();
+    assert!(received.refetched_chunks >= 1, "{received:?}");
     assert_same_tree(&source, &dest.join("data"));
 }
 

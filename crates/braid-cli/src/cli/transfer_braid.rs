@@ -102,7 +102,7 @@ impl Connector for BraidConnector {
 
 fn stream(conn: Connection) -> Stream {
     let loss = Arc::new(BraidLoss(conn.clone())) as Arc<dyn LossProbe>;
-    Stream { stream: Box::new(ConnectionStream::new(conn)), loss: Some(loss) }
+    Stream { stream: Box::new(ConnectionStream::new(conn)), loss: Some(loss), batching: None }
 }
 
 /// A Braid connection's loss counters: packets declared lost over packets sent.

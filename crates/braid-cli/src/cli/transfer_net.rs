@@ -171,7 +171,7 @@ impl Connector for CountingConnector {
                 return Ok(connection);
             }
             let stream = Counted { inner: connection.stream, written: Arc::clone(&self.written) };
-            Ok(Connection { stream: Box::new(stream), loss: connection.loss })
+            Ok(Connection { stream: Box::new(stream), ..connection })
         })
     }
 }
