@@ -16,6 +16,13 @@
 //! tuner would add workers forever. The union is exact in both cases the paper's stage model
 //! covers: with every worker busy it is the wall time, and while a shared cap binds it measures
 //! the cap.
+//!
+//! # Workers in use
+//! The meter also integrates the number of busy workers over time: over an interval, the mean
+//! number of workers busy (Σ busy time / interval). A stage whose workers are busy most of the
+//! time is saturated; one whose mean is well below its count has workers with nothing to do,
+//! starved by a slower neighbour or held back by a full staging area, and the tuner cuts them
+//! (see `tuner`, "Idle workers").
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -81,6 +88,28 @@ struct Union {
     since: Instant,
     busy: Duration,
     bytes: u64,
+    /// Σ busy workers × time since the last take, up to `changed`.
+    worker_time: Duration,
+    changed: Instant,
+    interval_start: Instant,
+}
+
+impl Union {
+    /// Adds the busy workers' time since the last change, up to `now`.
+    fn integrate(&mut self, now: Instant) {
+        let span = now.saturating_duration_since(self.changed);
+        self.worker_time += span * u32::try_from(self.busy_workers).unwrap_or(u32::MAX);
+        self.changed = now;
+    }
+}
+
+/// One stage over one probe interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageSample {
+    /// Bytes per second over busy time (see the module documentation); 0 when idle.
+    pub throughput: f64,
+    /// Mean number of workers busy over the interval.
+    pub in_use: f64,
 }
 
 /// Bytes and busy time (the union of the workers' busy periods) of one stage since the last
@@ -93,8 +122,17 @@ pub struct BusyMeter {
 
 impl Default for BusyMeter {
     fn default() -> Self {
+        let now = Instant::now();
         BusyMeter {
-            union: Mutex::new(Union { busy_workers: 0, since: Instant::now(), busy: Duration::ZERO, bytes: 0 }),
+            union: Mutex::new(Union {
+                busy_workers: 0,
+                since: now,
+                busy: Duration::ZERO,
+                bytes: 0,
+                worker_time: Duration::ZERO,
+                changed: now,
+                interval_start: now,
+            }),
             total: AtomicU64::new(0),
         }
     }
@@ -119,6 +157,7 @@ impl Drop for Busy<'_> {
         let now = Instant::now();
         let mut guard = self.meter.union.lock().unwrap_or_else(PoisonError::into_inner);
         let u = &mut *guard;
+        u.integrate(now);
         u.bytes += self.bytes;
         u.busy_workers = u.busy_workers.saturating_sub(1);
         if u.busy_workers == 0 {
@@ -132,9 +171,11 @@ impl Drop for Busy<'_> {
 impl BusyMeter {
     /// A worker starts moving data.
     pub fn start(&self) -> Busy<'_> {
+        let now = Instant::now();
         let mut u = self.union.lock().unwrap_or_else(PoisonError::into_inner);
+        u.integrate(now);
         if u.busy_workers == 0 {
-            u.since = Instant::now();
+            u.since = now;
         }
         u.busy_workers += 1;
         Busy { meter: self, bytes: 0 }
@@ -143,9 +184,19 @@ impl BusyMeter {
     /// The stage throughput (bytes/s over busy time, see the module comment) since the last
     /// call; resets the interval.
     pub fn take(&self) -> f64 {
+        self.take_sample().throughput
+    }
+
+    /// The stage's throughput and workers in use since the last take; resets the interval.
+    pub fn take_sample(&self) -> StageSample {
         let now = Instant::now();
         let mut guard = self.union.lock().unwrap_or_else(PoisonError::into_inner);
         let u = &mut *guard;
+        u.integrate(now);
+        let wall = now.saturating_duration_since(u.interval_start).as_secs_f64();
+        let in_use = if wall > 0.0 { u.worker_time.as_secs_f64() / wall } else { 0.0 };
+        u.worker_time = Duration::ZERO;
+        u.interval_start = now;
         let mut busy = u.busy;
         if u.busy_workers > 0 {
             // Count the running period up to now; the rest goes to the next interval.
@@ -155,7 +206,7 @@ impl BusyMeter {
         let bytes = u.bytes;
         u.busy = Duration::ZERO;
         u.bytes = 0;
-        stage_throughput(bytes, busy.as_secs_f64())
+        StageSample { throughput: stage_throughput(bytes, busy.as_secs_f64()), in_use }
     }
 
     /// Bytes moved since creation.
@@ -230,5 +281,29 @@ mod tests {
         d.done(500);
         assert!(meter.take() > 0.0);
         assert!(cpu_seconds() > 0.0);
+    }
+
+    #[test]
+    fn workers_in_use_is_the_mean_number_busy() {
+        let meter = BusyMeter::default();
+        // Two workers busy for about half of a 100 ms interval, then none: about one in use.
+        let a = meter.start();
+        let b = meter.start();
+        std::thread::sleep(Duration::from_millis(50));
+        a.done(1);
+        b.done(1);
+        std::thread::sleep(Duration::from_millis(50));
+        let s = meter.take_sample();
+        assert!(s.in_use > 0.7 && s.in_use <= 1.05, "{s:?}");
+        // One worker busy through a whole interval is one in use, even before it finishes.
+        let c = meter.start();
+        std::thread::sleep(Duration::from_millis(30));
+        let s = meter.take_sample();
+        assert!(s.in_use > 0.95 && s.in_use <= 1.0001, "{s:?}");
+        std::thread::sleep(Duration::from_millis(30));
+        c.done(1);
+        assert!(meter.take_sample().in_use > 0.9);
+        std::thread::sleep(Duration::from_millis(10));
+        assert_eq!(meter.take_sample().in_use, 0.0);
     }
 }

@@ -453,13 +453,14 @@ async fn session_inner<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
             },
             _ = ticker.tick() => {
                 let n = session.slots.target();
-                let throughput = session.meter.take();
+                let stage = session.meter.take_sample();
                 samples.push((started.elapsed().as_secs_f64(), n));
                 let message = Message::WriterState {
                     writers: u32::try_from(n).unwrap_or(u32::MAX),
                     staged_bytes: session.staging.held_bytes(),
-                    throughput,
+                    throughput: stage.throughput,
                     written_bytes: session.meter.total_bytes(),
+                    busy_writers: stage.in_use,
                 };
                 if let Err(e) = send_message(control_wr, &message).await {
                     break Err(e.into());

@@ -320,34 +320,34 @@ pub async fn send<P: AsRef<Path>>(
                 last_tick = now;
                 let read_workers = shared.read_slots.target();
                 let net_workers = shared.net_slots.target();
-                let read_bps = shared.read_meter.take();
-                let network_bps = shared.net_meter.take();
+                let read = shared.read_meter.take_sample();
+                let network = shared.net_meter.take_sample();
                 let (retrans, segs) = (shared.retransmitted.load(Ordering::Acquire), shared.segments.load(Ordering::Acquire));
                 let loss = ratio(retrans - last_loss.0, segs - last_loss.1);
                 last_loss = (retrans, segs);
-                let (write_workers, write_bps, write_fresh) =
-                    writer_state.lock().unwrap_or_else(PoisonError::into_inner).take(concurrency.write);
+                let write = writer_state.lock().unwrap_or_else(PoisonError::into_inner).take(concurrency.write);
                 let sent = shared.net_meter.total_bytes();
                 samples.push(IntervalSample {
                     elapsed: started.elapsed().as_secs_f64(),
-                    concurrency: Concurrency { read: read_workers, network: net_workers, write: write_workers },
-                    read_bps,
-                    network_bps,
-                    write_bps,
+                    concurrency: Concurrency { read: read_workers, network: net_workers, write: write.writers },
+                    read_bps: read.throughput,
+                    network_bps: network.throughput,
+                    write_bps: write.throughput,
                     loss,
                     goodput_bps: (sent - last_sent) as f64 / wall.max(1e-9),
                 });
                 last_sent = sent;
                 let observations = StageObservations {
-                    read: Observation { workers: read_workers, throughput: read_bps, loss: 0.0 },
-                    network: Observation { workers: net_workers, throughput: network_bps, loss },
+                    read: Observation { workers: read_workers, throughput: read.throughput, loss: 0.0, in_use: Some(read.in_use) },
+                    network: Observation { workers: net_workers, throughput: network.throughput, loss, in_use: Some(network.in_use) },
                     // A report already scored (the receiver's tick has not come round) measures
                     // nothing new: offered under a worker count the tuner does not hold, it is
                     // not scored twice (see `WriterReport`).
                     write: Observation {
-                        workers: if write_fresh { write_workers } else { usize::MAX },
-                        throughput: write_bps,
+                        workers: if write.fresh { write.writers } else { usize::MAX },
+                        throughput: write.throughput,
                         loss: 0.0,
+                        in_use: write.in_use,
                     },
                 };
                 let next = match tuner.observe(&observations) {
@@ -490,16 +490,26 @@ struct WriterReport {
     writers: Option<usize>,
     /// Bytes/s over the writers' busy time.
     throughput: f64,
+    /// Mean number of writers busy; `None` before the first report.
+    in_use: Option<f64>,
     /// Not yet used by the tuner.
     fresh: bool,
 }
 
+/// One receiver report as the write stage's tuner reads it.
+struct WriteStage {
+    writers: usize,
+    throughput: f64,
+    in_use: Option<f64>,
+    fresh: bool,
+}
+
 impl WriterReport {
-    /// (writers, throughput, fresh) for this tick, marking the report used; `assumed` stands in
-    /// for the writer count before the first report.
-    fn take(&mut self, assumed: usize) -> (usize, f64, bool) {
+    /// This tick's report, marking it used; `assumed` stands in for the writer count before the
+    /// first report.
+    fn take(&mut self, assumed: usize) -> WriteStage {
         let fresh = std::mem::replace(&mut self.fresh, false);
-        (self.writers.unwrap_or(assumed), self.throughput, fresh)
+        WriteStage { writers: self.writers.unwrap_or(assumed), throughput: self.throughput, in_use: self.in_use, fresh }
     }
 }
 
@@ -521,10 +531,11 @@ async fn control_loop<R: tokio::io::AsyncRead + Unpin>(
                 shared.queue.lock().unwrap_or_else(PoisonError::into_inner).refetch.push_back(index);
                 shared.work.notify_one();
             }
-            Some(Frame::Control(Message::WriterState { writers, throughput, .. })) => {
+            Some(Frame::Control(Message::WriterState { writers, throughput, busy_writers, .. })) => {
                 let throughput = if throughput.is_finite() && throughput >= 0.0 { throughput } else { 0.0 };
+                let in_use = (busy_writers.is_finite() && busy_writers >= 0.0).then_some(busy_writers);
                 *writer_state.lock().unwrap_or_else(PoisonError::into_inner) =
-                    WriterReport { writers: Some(writers as usize), throughput, fresh: true };
+                    WriterReport { writers: Some(writers as usize), throughput, in_use, fresh: true };
             }
             Some(Frame::Control(Message::FilesDone { files })) => {
                 files_done.fetch_add(files.len() as u64, Ordering::AcqRel);

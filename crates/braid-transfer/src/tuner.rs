@@ -36,6 +36,21 @@
 //!   that just started (or stopped) make the interval's throughput a blend of two settings.
 //! * **Best-configuration memory.** The reference's cache evicts its newest entry; here the oldest
 //!   entry is evicted and a re-scored setting replaces its old score.
+//! * **Idle workers.** A stage's throughput is measured over its busy time (see `pool`), which
+//!   keeps a starved stage from looking slow itself, but also hides that it is starved: its
+//!   busy-time throughput is its capacity, which more workers keep raising whether or not the
+//!   transfer has any use for it (a read-bound run left the network stage at 3–6 streams and the
+//!   write stage at 11 writers where one of each was the optimum). Scoring what the stage
+//!   delivered instead couples the stages (a starved stage's utility then moves with the
+//!   bottleneck's, and both tuners climbed in step). So an observation may carry the workers in
+//!   use (the mean number busy over the interval), and the tuner reads it as a constraint, not a
+//!   utility: a stage keeping fewer than `saturation` of its workers busy has no use for the
+//!   rest, whatever it waits for, and is cut to `⌈in use / saturation⌉`, which becomes a ceiling
+//!   the search stays under (the utility still chooses below it: above a knee, workers that
+//!   share a cap are all busy alike); a stage below the share that needs all its workers keeps
+//!   them but gets no more. The ceiling lifts once the stage keeps `lift` of its workers busy at
+//!   it, i.e. has become the bottleneck; between the two shares it holds, so a stage near the
+//!   boundary does not alternate.
 //!
 //! # Bracket refinement (model)
 //! Once the optimum is bracketed, the next candidate is the knee of the stage model the paper's
@@ -103,6 +118,13 @@ pub struct TunerConfig {
     pub probe_every_max: u32,
     /// Entries in the best-configuration memory. Default 20 (the paper's last 20 intervals).
     pub memory: usize,
+    /// Share of its workers a stage must keep busy not to be cut (see "Idle workers").
+    /// Default 0.8.
+    pub saturation: f64,
+    /// Share of its workers a stage must keep busy at its ceiling for the ceiling to lift.
+    /// Default 0.95: a bottleneck's workers are busy all the time but for the moments between
+    /// one piece of work and the next.
+    pub lift: f64,
 }
 
 impl Default for TunerConfig {
@@ -120,6 +142,8 @@ impl Default for TunerConfig {
             probe_every: 8,
             probe_every_max: 16,
             memory: 20,
+            saturation: 0.8,
+            lift: 0.95,
         }
     }
 }
@@ -188,6 +212,12 @@ impl TunerConfig {
         if self.memory < 2 {
             return Err(bad("memory", self.memory, ">= 2"));
         }
+        if !(self.saturation.is_finite() && self.saturation > 0.0 && self.saturation <= 1.0) {
+            return Err(bad("saturation", self.saturation, "a number in (0, 1]"));
+        }
+        if !(self.lift.is_finite() && self.lift >= self.saturation && self.lift <= 1.0) {
+            return Err(bad("lift", self.lift, "a number in saturation..=1"));
+        }
         Ok(())
     }
 }
@@ -201,6 +231,8 @@ pub struct Observation {
     pub throughput: f64,
     /// Loss ratio (retransmitted over sent), 0..=1; 0 for storage stages.
     pub loss: f64,
+    /// Mean number of workers busy during the interval, if measured (see "Idle workers").
+    pub in_use: Option<f64>,
 }
 
 impl Observation {
@@ -218,6 +250,9 @@ impl Observation {
                 value: self.loss,
                 allowed: "a ratio in 0..=1",
             });
+        }
+        if let Some(in_use) = self.in_use.filter(|u| !(u.is_finite() && *u >= 0.0)) {
+            return Err(TunerError::Observation { field: "in_use", value: in_use, allowed: "a finite number >= 0" });
         }
         Ok(())
     }
@@ -322,7 +357,7 @@ enum Mode {
 /// for _ in 0..40 {
 ///     // A stage whose workers each move 60 units, up to 300 in total: the optimum is 5.
 ///     let throughput = (workers as f64 * 60.0).min(300.0);
-///     workers = tuner.observe(Observation { workers, throughput, loss: 0.0 }).unwrap();
+///     workers = tuner.observe(Observation { workers, throughput, loss: 0.0, in_use: None }).unwrap();
 /// }
 /// assert_eq!(workers, 5);
 /// ```
@@ -341,6 +376,8 @@ pub struct StageTuner {
     probe_up_next: bool,
     restarted: bool,
     probe_retried: bool,
+    /// The most workers the stage was last seen to have use for (see "Idle workers").
+    ceiling: Option<usize>,
 }
 
 impl StageTuner {
@@ -359,6 +396,7 @@ impl StageTuner {
             probe_up_next: true,
             restarted: false,
             probe_retried: false,
+            ceiling: None,
             utility,
             config,
         })
@@ -396,6 +434,21 @@ impl StageTuner {
             self.settle_left -= 1;
             return Ok(self.current);
         }
+        if let Some(in_use) = observation.in_use {
+            let n = self.current as f64;
+            if in_use < self.config.saturation * n {
+                let needed = (in_use / self.config.saturation).ceil();
+                let useful = if needed.is_finite() { (needed as usize).max(self.config.min_workers) } else { self.current };
+                if useful < self.current {
+                    self.cut_to(useful);
+                    return Ok(self.current);
+                }
+                // Not busy enough to have use for more: the search stays at or below this.
+                self.ceiling = Some(self.ceiling.map_or(self.current, |c| c.min(self.current)));
+            } else if in_use >= self.config.lift * n && self.ceiling.is_some_and(|c| self.current >= c) {
+                self.ceiling = None;
+            }
+        }
         let score = Score {
             workers: self.current,
             utility: self.utility.value(&self.config, self.current, observation.throughput, observation.loss),
@@ -417,8 +470,30 @@ impl StageTuner {
         Ok(self.current)
     }
 
+    /// Cuts the stage to `useful` workers and searches on below that ceiling (see "Idle
+    /// workers"). Scores of larger settings measured waiting, not work, so they leave the memory;
+    /// a probe upwards that ends here confirmed the held setting.
+    fn cut_to(&mut self, useful: usize) {
+        if let Mode::Probe { up: true, .. } = self.mode {
+            self.probe_spacing = self.probe_spacing.saturating_mul(2).min(self.config.probe_every_max);
+            self.probe_retried = false;
+        }
+        self.memory.entries.retain(|e| e.workers <= useful);
+        self.last = None;
+        self.direction = -1;
+        self.momentum = 0;
+        self.ceiling = Some(useful);
+        self.mode = Mode::Search;
+        self.move_to(useful);
+    }
+
+    /// The most workers the search may go to.
+    fn highest(&self) -> usize {
+        self.ceiling.unwrap_or(self.config.max_workers).min(self.config.max_workers)
+    }
+
     fn move_to(&mut self, next: usize) {
-        let next = next.clamp(self.config.min_workers, self.config.max_workers);
+        let next = next.clamp(self.config.min_workers, self.highest());
         if next != self.current {
             self.current = next;
             self.settle_left = self.config.settle_intervals;
@@ -475,7 +550,7 @@ impl StageTuner {
         };
         self.direction = direction;
         let target = if direction > 0 {
-            let mut target = n.saturating_add(step.min(n)).min(self.config.max_workers);
+            let mut target = n.saturating_add(step.min(n)).min(self.highest());
             if let Some(worse) = self.memory.nearest_above(n) {
                 if target >= worse {
                     target = n + (worse - n) / 2;
@@ -502,7 +577,7 @@ impl StageTuner {
         let tol = self.tolerance(b);
         // Exclusive bounds of the bracket around the best setting.
         let lo = below.unwrap_or(self.config.min_workers - 1);
-        let hi = above.unwrap_or(self.config.max_workers.saturating_add(1));
+        let hi = above.unwrap_or(self.config.max_workers.saturating_add(1)).min(self.highest().saturating_add(1));
         if let Some(knee) = self.memory.knee().filter(|&k| k > lo && k < hi) {
             if knee == b {
                 // The model's knee is the best setting. Loss (eq. 2) or a worker that only
@@ -526,10 +601,10 @@ impl StageTuner {
             }
             return if knee > b { b + gap / 2 } else { b - gap / 2 };
         }
-        if above.is_none() && b < self.config.max_workers {
+        if above.is_none() && b < self.highest() {
             self.direction = 1;
             self.last = Some(best);
-            return (b + tol).min(self.config.max_workers);
+            return (b + tol).min(self.highest());
         }
         if below.is_none() && b > self.config.min_workers {
             self.direction = -1;
@@ -603,7 +678,7 @@ impl StageTuner {
         };
         let held_for = held_for + 1;
         if held_for >= self.probe_spacing {
-            let can_up = n < self.config.max_workers;
+            let can_up = n < self.highest();
             let can_down = n > self.config.min_workers;
             let up = if self.probe_up_next { can_up } else { !can_down };
             self.probe_up_next = !self.probe_up_next;
@@ -812,7 +887,7 @@ impl FalconTuner {
             .min(observations.network.throughput)
             .min(observations.write.throughput);
         let workers = observations.network.workers;
-        self.inner.observe(Observation { workers, throughput, loss: observations.network.loss })?;
+        self.inner.observe(Observation { workers, throughput, loss: observations.network.loss, in_use: None })?;
         Ok(self.concurrency())
     }
 }

@@ -64,7 +64,7 @@ impl Sim {
         }
         self.previous = n;
         let noise = 1.0 + self.rng.random_range(-self.noise..=self.noise);
-        Observation { workers: n, throughput: throughput * noise, loss: model.loss(n) }
+        Observation { workers: n, throughput: throughput * noise, loss: model.loss(n), in_use: None }
     }
 
     fn run(&mut self, tuner: &mut StageTuner, model: &Model, intervals: usize) -> Vec<usize> {
@@ -227,12 +227,12 @@ fn settle_interval_is_not_scored() {
     let config = TunerConfig::default();
     let mut tuner = StageTuner::new(config, Utility::Io).unwrap();
     // The first interval is the start-up transient: even an absurd reading is ignored.
-    assert_eq!(tuner.observe(Observation { workers: 1, throughput: 1e12, loss: 0.0 }), Ok(1));
-    assert_eq!(tuner.observe(Observation { workers: 1, throughput: 10.0, loss: 0.0 }), Ok(2));
+    assert_eq!(tuner.observe(Observation { workers: 1, throughput: 1e12, loss: 0.0, in_use: None }), Ok(1));
+    assert_eq!(tuner.observe(Observation { workers: 1, throughput: 10.0, loss: 0.0, in_use: None }), Ok(2));
     // The change to 2 is settling: a reading there does not move the tuner.
-    assert_eq!(tuner.observe(Observation { workers: 2, throughput: 0.0, loss: 0.0 }), Ok(2));
+    assert_eq!(tuner.observe(Observation { workers: 2, throughput: 0.0, loss: 0.0, in_use: None }), Ok(2));
     // Scored: 2 workers doubled the throughput, so the tuner climbs further.
-    let next = tuner.observe(Observation { workers: 2, throughput: 20.0, loss: 0.0 }).unwrap();
+    let next = tuner.observe(Observation { workers: 2, throughput: 20.0, loss: 0.0, in_use: None }).unwrap();
     assert!(next > 2, "{next}");
 }
 
@@ -262,9 +262,9 @@ fn bad_config_and_observations_are_named() {
     let config = TunerConfig { max_workers: 0, ..TunerConfig::default() };
     assert!(StageTuner::new(config, Utility::Io).unwrap_err().to_string().contains("max_workers"));
     let mut tuner = StageTuner::new(TunerConfig::default(), Utility::Network).unwrap();
-    let err = tuner.observe(Observation { workers: 1, throughput: f64::NAN, loss: 0.0 }).unwrap_err();
+    let err = tuner.observe(Observation { workers: 1, throughput: f64::NAN, loss: 0.0, in_use: None }).unwrap_err();
     assert!(err.to_string().contains("throughput"), "{err}");
-    let err = tuner.observe(Observation { workers: 1, throughput: 1.0, loss: 1.5 }).unwrap_err();
+    let err = tuner.observe(Observation { workers: 1, throughput: 1.0, loss: 1.5, in_use: None }).unwrap_err();
     assert!(err.to_string().contains("loss"), "{err}");
     let marlin = MarlinTuner::new(TunerConfig::default()).unwrap();
     assert!(marlin.pin(Stage::Read, 0).is_err());
@@ -280,8 +280,8 @@ fn pinned_stage_stays_put() {
         assert_eq!(c.network, 4);
         let obs = StageObservations {
             read: sim.interval(&model, c.read),
-            network: Observation { workers: 4, throughput: 40.0, loss: 0.0 },
-            write: Observation { workers: c.write, throughput: model.throughput(c.write), loss: 0.0 },
+            network: Observation { workers: 4, throughput: 40.0, loss: 0.0, in_use: None },
+            write: Observation { workers: c.write, throughput: model.throughput(c.write), loss: 0.0, in_use: None },
         };
         marlin.observe(&obs).unwrap();
     }
@@ -314,4 +314,71 @@ fn failure_rate() {
         }
         println!("{utility:?}: {failures}/{runs} episodes failed");
     }
+}
+
+/// A stage fed by a slower neighbour at `input` (same unit as throughput): its busy-time
+/// throughput is its own capacity, which keeps rising with workers up to its knee (what a
+/// busy-time utility alone cannot see past), while each worker is busy only the share of time
+/// the input needs of that capacity.
+fn starved_interval(rng: &mut ChaCha8Rng, model: &Model, input: f64, n: usize) -> Observation {
+    let noise = 1.0 + rng.random_range(-NOISE..=NOISE);
+    let in_use = (n as f64 * input / model.throughput(n)).min(n as f64) * noise;
+    Observation { workers: n, throughput: model.throughput(n) * noise, loss: 0.0, in_use: Some(in_use) }
+}
+
+proptest! {
+    #![proptest_config(fixed(256))]
+
+    /// Idle workers are cut: a stage that is not the bottleneck settles at the fewest workers
+    /// that carry its input at the saturation share and holds there, however its busy-time
+    /// throughput (its capacity, up to the knee) would reward more.
+    #[test]
+    fn a_starved_stage_keeps_only_the_workers_it_uses(model in model_strategy(0.0), load in 0.05f64..0.7, seed: u64) {
+        let config = TunerConfig::default();
+        let input = load * model.cap;
+        let needed = ((input / model.per_worker / config.saturation).ceil() as usize).max(1);
+        let mut tuner = StageTuner::new(config, Utility::Io).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut trace = Vec::new();
+        for _ in 0..80 {
+            let n = tuner.workers();
+            trace.push(n);
+            tuner.observe(starved_interval(&mut rng, &model, input, n)).unwrap();
+        }
+        let tail = &trace[30..];
+        let held = tail.iter().filter(|&&n| n <= needed + needed / 10).count();
+        prop_assert!(held * 20 >= tail.len() * 17, "needed {needed}: {trace:?}");
+        prop_assert!(changes(tail) <= 12, "needed {needed}: {trace:?}");
+    }
+}
+
+#[test]
+fn a_saturated_stage_is_searched_as_without_the_measure() {
+    // Every worker busy: reporting it changes nothing.
+    let model = Model { per_worker: 10.0, cap: 60.0, loss_scale: 0.0 };
+    let run = |report: bool| {
+        let mut tuner = StageTuner::new(TunerConfig::default(), Utility::Io).unwrap();
+        let mut sim = Sim::new(3);
+        let mut trace = Vec::new();
+        for _ in 0..40 {
+            let n = tuner.workers();
+            trace.push(n);
+            let mut o = sim.interval(&model, n);
+            if report {
+                o.in_use = Some(n as f64 * 0.97);
+            }
+            tuner.observe(o).unwrap();
+        }
+        trace
+    };
+    assert_eq!(run(true), run(false));
+}
+
+#[test]
+fn a_bad_in_use_is_refused() {
+    let mut tuner = StageTuner::new(TunerConfig::default(), Utility::Io).unwrap();
+    let err = tuner.observe(Observation { workers: 1, throughput: 1.0, loss: 0.0, in_use: Some(f64::NAN) }).unwrap_err();
+    assert!(err.to_string().contains("in_use"), "{err}");
+    assert!(TunerConfig { saturation: 0.0, ..TunerConfig::default() }.validate().is_err());
+    assert!(TunerConfig { lift: 0.5, ..TunerConfig::default() }.validate().is_err());
 }
