@@ -158,7 +158,8 @@ pub struct IntervalSample {
     pub write_bps: f64,
     /// Network loss ratio (retransmitted / sent segments).
     pub loss: f64,
-    /// Payload bytes sent during the interval over its wall time (the transfer's throughput).
+    /// The transfer's throughput: payload bytes the receiver wrote between its latest two reports
+    /// over the time between them (before its second report, bytes sent during the interval).
     pub goodput_bps: f64,
 }
 

@@ -334,7 +334,10 @@ pub async fn send<P: AsRef<Path>>(
                     network_bps: network.throughput,
                     write_bps: write.throughput,
                     loss,
-                    goodput_bps: (sent - last_sent) as f64 / wall.max(1e-9),
+                    // What the receiver wrote, once it has reported twice: bytes handed to the
+                    // sockets run ahead by whatever their buffers hold (megabytes over many
+                    // streams), which made short runs look faster than the link.
+                    goodput_bps: write.delivered.unwrap_or((sent - last_sent) as f64 / wall.max(1e-9)),
                 });
                 last_sent = sent;
                 let observations = StageObservations {
@@ -494,6 +497,10 @@ struct WriterReport {
     in_use: Option<f64>,
     /// Not yet used by the tuner.
     fresh: bool,
+    /// Bytes written so far and when the report arrived; `None` before the first report.
+    written: Option<(u64, Instant)>,
+    /// The same of the report before.
+    written_before: Option<(u64, Instant)>,
 }
 
 /// One receiver report as the write stage's tuner reads it.
@@ -502,6 +509,8 @@ struct WriteStage {
     throughput: f64,
     in_use: Option<f64>,
     fresh: bool,
+    /// Bytes/s written between the latest two reports.
+    delivered: Option<f64>,
 }
 
 impl WriterReport {
@@ -509,7 +518,11 @@ impl WriterReport {
     /// first report.
     fn take(&mut self, assumed: usize) -> WriteStage {
         let fresh = std::mem::replace(&mut self.fresh, false);
-        WriteStage { writers: self.writers.unwrap_or(assumed), throughput: self.throughput, in_use: self.in_use, fresh }
+        let delivered = match (self.written_before, self.written) {
+            (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => Some(b1.saturating_sub(b0) as f64 / t1.duration_since(t0).as_secs_f64()),
+            _ => None,
+        };
+        WriteStage { writers: self.writers.unwrap_or(assumed), throughput: self.throughput, in_use: self.in_use, fresh, delivered }
     }
 }
 
@@ -531,11 +544,19 @@ async fn control_loop<R: tokio::io::AsyncRead + Unpin>(
                 shared.queue.lock().unwrap_or_else(PoisonError::into_inner).refetch.push_back(index);
                 shared.work.notify_one();
             }
-            Some(Frame::Control(Message::WriterState { writers, throughput, busy_writers, .. })) => {
+            Some(Frame::Control(Message::WriterState { writers, throughput, busy_writers, written_bytes, .. })) => {
                 let throughput = if throughput.is_finite() && throughput >= 0.0 { throughput } else { 0.0 };
                 let in_use = (busy_writers.is_finite() && busy_writers >= 0.0).then_some(busy_writers);
-                *writer_state.lock().unwrap_or_else(PoisonError::into_inner) =
-                    WriterReport { writers: Some(writers as usize), throughput, in_use, fresh: true };
+                let mut report = writer_state.lock().unwrap_or_else(PoisonError::into_inner);
+                let written_before = report.written;
+                *report = WriterReport {
+                    writers: Some(writers as usize),
+                    throughput,
+                    in_use,
+                    fresh: true,
+                    written: Some((written_bytes, Instant::now())),
+                    written_before,
+                };
             }
             Some(Frame::Control(Message::FilesDone { files })) => {
                 files_done.fetch_add(files.len() as u64, Ordering::AcqRel);
