@@ -241,7 +241,8 @@ async fn a_tree_arrives_identical_with_metadata_links_and_holes() {
 }
 
 /// The payload bytes of `source`'s plan that the receiver's journal in `dest` records as done.
-fn journaled_bytes(source: &Path, dest: &Path, chunk: u64) -> (u64, u64) {
+/// The transfer's entries and chunk plan, and the receiver's journal of it under `dest`.
+fn plan_and_journal(source: &Path, dest: &Path, chunk: u64) -> (Vec<WireEntry>, Plan, Journal) {
     let manifest = Manifest::build(&[source]).unwrap();
     let entries = wire_entries(&manifest);
     let plan = Plan::new(&entries, chunk, DEFAULT_BUNDLE_THRESHOLD).unwrap();
@@ -249,6 +250,11 @@ fn journaled_bytes(source: &Path, dest: &Path, chunk: u64) -> (u64, u64) {
     let path = journal_path(dest, &roots);
     assert!(path.exists(), "the journal survives an abort");
     let journal = Journal::open(&path, false).unwrap();
+    (entries, plan, journal)
+}
+
+fn journaled_bytes(source: &Path, dest: &Path, chunk: u64) -> (u64, u64) {
+    let (_, plan, journal) = plan_and_journal(source, dest, chunk);
     let done = plan.chunks.iter().filter(|c| journal.chunk(&c.key).is_some()).map(|c| c.len).sum();
     (done, plan.total_bytes())
 }
@@ -280,8 +286,19 @@ async fn send_and_abort(source: &Path, addr: std::net::SocketAddr, chunk: u64, a
     connector
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sender_abort_resumes_with_only_the_missing_chunks() {
+/// Six 3 MiB files in 1 MiB chunks, a receiver, and a first send aborted after 7 MiB: what the
+/// resume tests start from.
+struct AbortedSend {
+    _tmp: tempfile::TempDir,
+    source: PathBuf,
+    dest: PathBuf,
+    chunk: u64,
+    addr: std::net::SocketAddr,
+    server: tokio::task::JoinHandle<()>,
+    outcomes: Outcomes,
+}
+
+async fn aborted_send() -> AbortedSend {
     let tmp = tempfile::tempdir().unwrap();
     let source = tmp.path().join("data");
     big_files(&source, 6, 3 << 20);
@@ -291,6 +308,12 @@ async fn a_sender_abort_resumes_with_only_the_missing_chunks() {
     send_and_abort(&source, addr, chunk, 7 << 20).await;
     // The receiver writes what had arrived, then ends the session.
     assert!(matches!(next_outcome(&mut outcomes).await, Err(TransferError::Disconnected)));
+    AbortedSend { _tmp: tmp, source, dest, chunk, addr, server, outcomes }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_abort_resumes_with_only_the_missing_chunks() {
+    let AbortedSend { _tmp, source, dest, chunk, addr, server, mut outcomes } = aborted_send().await;
     let (journaled, total) = journaled_bytes(&source, &dest, chunk);
     assert!(journaled >= 4 << 20 && journaled < total, "{journaled} of {total}");
     assert!(!dest.join("data/part5").exists(), "no partial file under its final name");
@@ -309,11 +332,7 @@ async fn a_sender_abort_resumes_with_only_the_missing_chunks() {
 /// Damages, in a partly received file's temporary copy, the first chunk an earlier session
 /// journaled; returns whether there was one.
 fn damage_a_journaled_chunk(source: &Path, dest: &Path, chunk: u64) -> bool {
-    let manifest = Manifest::build(&[source]).unwrap();
-    let entries = wire_entries(&manifest);
-    let plan = Plan::new(&entries, chunk, DEFAULT_BUNDLE_THRESHOLD).unwrap();
-    let roots: Vec<&str> = entries.iter().map(|e| e.path.as_str()).filter(|p| !p.contains('/')).collect();
-    let journal = Journal::open(&journal_path(dest, &roots), false).unwrap();
+    let (entries, plan, journal) = plan_and_journal(source, dest, chunk);
     for planned in plan.chunks.iter().filter(|c| !c.bundle && journal.chunk(&c.key).is_some()) {
         let segment = planned.segments[0];
         let (dir, name) = entries[segment.file as usize].path.rsplit_once('/').unwrap();
@@ -333,14 +352,7 @@ fn damage_a_journaled_chunk(source: &Path, dest: &Path, chunk: u64) -> bool {
 /// the rename, and a chunk that no longer matches its hash is fetched again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_journaled_chunk_damaged_on_disk_is_fetched_again() {
-    let tmp = tempfile::tempdir().unwrap();
-    let source = tmp.path().join("data");
-    big_files(&source, 6, 3 << 20);
-    let dest = tmp.path().join("dest");
-    let chunk = 1u64 << 20;
-    let (addr, server, mut outcomes) = start_receiver(receive_options(&dest, chunk)).await;
-    send_and_abort(&source, addr, chunk, 7 << 20).await;
-    assert!(matches!(next_outcome(&mut outcomes).await, Err(TransferError::Disconnected)));
+    let AbortedSend { _tmp, source, dest, chunk, addr, server, mut outcomes } = aborted_send().await;
     assert!(damage_a_journaled_chunk(&source, &dest, chunk), "no partly received file with a journaled chunk");
 
     send(&[&source], TapConnector::new(addr, None), options(chunk, 100)).await.unwrap();
