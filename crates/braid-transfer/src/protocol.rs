@@ -29,7 +29,7 @@ use crate::buffer::BufferPool;
 use crate::transport::ReceiveBatching;
 
 /// Version spoken by this implementation; a receiver refuses any other.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 /// Largest frame body (kind byte included): 64 MiB. Bounds a chunk and the manifest.
 pub const MAX_FRAME_LEN: u32 = 64 << 20;
 /// Largest chunk size the protocol carries (leaves room for the header within a frame).
@@ -175,6 +175,10 @@ pub enum Message {
         /// Mean number of writers busy over the interval (protocol 3; see `tuner`, "Idle
         /// workers").
         busy_writers: f64,
+        /// Mean number of data streams the receiver left unread over the interval because its
+        /// writers had enough queued (protocol 4): streams the sender sees busy that are waiting
+        /// for the writers, not for the network (see `tuner`, "Idle workers").
+        held_streams: f64,
     },
     /// Sender → receiver: run this many writers (ignored by a receiver with pinned writers).
     SetWriters {
@@ -475,7 +479,7 @@ mod tests {
             Message::Attach { transfer_id: [1; 32] },
             Message::Resume { have: vec![0, 5, u64::MAX] },
             Message::Refetch { file: 3, offset: 1 << 40 },
-            Message::WriterState { writers: 4, staged_bytes: 9, throughput: 1.5e9, written_bytes: 3, busy_writers: 2.5 },
+            Message::WriterState { writers: 4, staged_bytes: 9, throughput: 1.5e9, written_bytes: 3, busy_writers: 2.5, held_streams: 1.5 },
             Message::SetWriters { writers: 7 },
             Message::FilesDone { files: vec![2, 3, u64::MAX] },
             Message::Done,

@@ -1,7 +1,7 @@
 //! The receiver (seed 002 §3, the write stage): chunks arriving on the data streams are checked
 //! against their BLAKE3 hash (a mismatch is fetched again), staged in the receiver's own bounded
-//! staging area (a full area stops reading the sockets, which pushes back on the sender through
-//! TCP flow control), and written by a pool of writers whose size the sender's write tuner sets
+//! staging area (holding no more than the writers can take next; beyond that, and when the area is
+//! full, the sockets are not read, which pushes back on the sender through TCP flow control), and written by a pool of writers whose size the sender's write tuner sets
 //! (or pinned here). Files are written under a temporary name next to their final one and renamed
 //! only when complete and verified on disk against the chunk hashes, so a destination never shows
 //! a partial file under its final name. Finished chunks go to the resume journal (`journal`)
@@ -114,6 +114,10 @@ pub struct ReceiveSummary {
     pub cpu_seconds: f64,
     /// Writer count per probe interval: (seconds since start, writers).
     pub writer_samples: Vec<(f64, usize)>,
+    /// Seconds data streams were left unread because the writers had chunks enough, summed
+    /// over streams: about the session's length times the streams when writing is the
+    /// bottleneck, about zero otherwise.
+    pub stream_seconds_held: f64,
 }
 
 type Routes = Arc<Mutex<HashMap<[u8; 32], mpsc::UnboundedSender<Connection>>>>;
@@ -231,6 +235,8 @@ struct Session {
     buffers: Arc<BufferPool>,
     slots: WorkerSlots,
     meter: BusyMeter,
+    /// Nanoseconds data streams have spent unread, summed over streams (see `data_reader`).
+    held_nanos: AtomicU64,
     refetched: AtomicU64,
     complete: Notify,
     control: mpsc::UnboundedSender<Message>,
@@ -403,6 +409,7 @@ async fn session_inner<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
         buffers: crate::buffer::chunk_pool(staging.chunk_size(), staging.cap()),
         slots: WorkerSlots::new(0),
         meter: BusyMeter::default(),
+        held_nanos: AtomicU64::new(0),
         refetched: AtomicU64::new(0),
         complete: Notify::new(),
         control: control_tx,
@@ -415,6 +422,7 @@ async fn session_inner<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
     let mut readers = JoinSet::new();
     let mut samples = Vec::new();
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + probe_interval, probe_interval);
+    let mut last_tick = (Instant::now(), 0u64);
     let mut check_done = chunks_left == 0;
     let outcome: Result<(), TransferError> = loop {
         if check_done {
@@ -454,6 +462,10 @@ async fn session_inner<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
             _ = ticker.tick() => {
                 let n = session.slots.target();
                 let stage = session.meter.take_sample();
+                let now = (Instant::now(), session.held_nanos.load(Ordering::Acquire));
+                let wall = now.0.duration_since(last_tick.0).as_secs_f64();
+                let held_streams = if wall > 0.0 { now.1.saturating_sub(last_tick.1) as f64 / 1e9 / wall } else { 0.0 };
+                last_tick = now;
                 samples.push((started.elapsed().as_secs_f64(), n));
                 let message = Message::WriterState {
                     writers: u32::try_from(n).unwrap_or(u32::MAX),
@@ -461,6 +473,7 @@ async fn session_inner<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
                     throughput: stage.throughput,
                     written_bytes: session.meter.total_bytes(),
                     busy_writers: stage.in_use,
+                    held_streams,
                 };
                 if let Err(e) = send_message(control_wr, &message).await {
                     break Err(e.into());
@@ -508,6 +521,7 @@ async fn session_inner<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
                 peak_staged_bytes: session.staging.peak_bytes(),
                 cpu_seconds: cpu_seconds() - cpu_start,
                 writer_samples: samples,
+                stream_seconds_held: session.held_nanos.load(Ordering::Acquire) as f64 / 1e9,
             })
         }
         Err(error) => {
@@ -550,6 +564,11 @@ async fn data_reader(session: &Arc<Session>, connection: Connection) {
     let Connection { mut stream, batching, .. } = connection;
     let max = u32::try_from(session.plan.chunk_size + CHUNK_HEADER_ROOM).unwrap_or(u32::MAX);
     loop {
+        // Read no further ahead of the writers than they can use: the socket keeps the rest, and
+        // its closing window slows the sender down to the writers' pace.
+        let waiting = Instant::now();
+        session.staging.wait_queued_below(write_ahead(session.slots.target())).await;
+        session.hold_since(waiting);
         let frame = match read_frame_pooled(&mut stream, max, &session.buffers, batching.as_ref()).await {
             Ok(Some(frame)) => frame,
             // End of stream, or cut inside a frame (the sender died): the stream is over.
@@ -583,10 +602,30 @@ async fn data_reader(session: &Arc<Session>, connection: Connection) {
             state.status[index] = Status::Staged;
         }
         let chunk = Chunk { file: header.file, offset: header.offset, data: payload, hash };
+        let waiting = Instant::now();
         if session.staging.push(chunk).await.is_err() {
             return;
         }
+        session.hold_since(waiting);
     }
+}
+
+impl Session {
+    /// Counts the time since `waiting` as a stream left unread for the writers' sake.
+    fn hold_since(&self, waiting: Instant) {
+        let nanos = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.held_nanos.fetch_add(nanos, Ordering::AcqRel);
+    }
+}
+
+/// Chunks the data streams keep queued ahead of `writers` writers: one behind the chunk each
+/// writer is writing, so none waits for the network, and one more for arrival jitter (the mirror
+/// of the sender's read-ahead). When writing is the bottleneck, chunks the writers cannot take yet
+/// are better left in the sockets than in memory: a full staging area (by default 30% of free
+/// memory) bought nothing but memory, because the writers drain it no faster for it being full.
+/// When the network is the bottleneck the queue stays short whatever the bound.
+fn write_ahead(writers: usize) -> usize {
+    writers.max(1) + 1
 }
 
 async fn writer(session: &Arc<Session>, slot: usize) -> Result<(), TransferError> {

@@ -286,7 +286,9 @@ pub async fn send<P: AsRef<Path>>(
 
     let mut tasks = JoinSet::new();
     apply(&shared, &mut tasks, start);
-    let writer_state = Arc::new(Mutex::new(WriterReport::default()));
+    // The receiver's session starts with nothing written, about now: its first report already
+    // gives a goodput, not only its second.
+    let writer_state = Arc::new(Mutex::new(WriterReport { written: Some((0, Instant::now())), ..WriterReport::default() }));
     let refetched = Arc::new(AtomicU64::new(0));
     let files_done = Arc::new(AtomicU64::new(0));
     let mut control_task = {
@@ -342,7 +344,14 @@ pub async fn send<P: AsRef<Path>>(
                 last_sent = sent;
                 let observations = StageObservations {
                     read: Observation { workers: read_workers, throughput: read.throughput, loss: 0.0, in_use: Some(read.in_use) },
-                    network: Observation { workers: net_workers, throughput: network.throughput, loss, in_use: Some(network.in_use) },
+                    // A stream the receiver is not reading (its writers have enough) blocks its
+                    // worker in a send: busy, but waiting for the writers, not for the network.
+                    network: Observation {
+                        workers: net_workers,
+                        throughput: network.throughput,
+                        loss,
+                        in_use: Some((network.in_use - write.held_streams).max(0.0)),
+                    },
                     // A report already scored (the receiver's tick has not come round) measures
                     // nothing new: offered under a worker count the tuner does not hold, it is
                     // not scored twice (see `WriterReport`).
@@ -497,10 +506,13 @@ struct WriterReport {
     in_use: Option<f64>,
     /// Not yet used by the tuner.
     fresh: bool,
-    /// Bytes written so far and when the report arrived; `None` before the first report.
+    /// Bytes written so far and when the report arrived (before the first report: none, when
+    /// the transfer started).
     written: Option<(u64, Instant)>,
     /// The same of the report before.
     written_before: Option<(u64, Instant)>,
+    /// Mean number of data streams the receiver left unread for its writers' sake.
+    held_streams: f64,
 }
 
 /// One receiver report as the write stage's tuner reads it.
@@ -511,6 +523,7 @@ struct WriteStage {
     fresh: bool,
     /// Bytes/s written between the latest two reports.
     delivered: Option<f64>,
+    held_streams: f64,
 }
 
 impl WriterReport {
@@ -522,7 +535,14 @@ impl WriterReport {
             (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => Some(b1.saturating_sub(b0) as f64 / t1.duration_since(t0).as_secs_f64()),
             _ => None,
         };
-        WriteStage { writers: self.writers.unwrap_or(assumed), throughput: self.throughput, in_use: self.in_use, fresh, delivered }
+        WriteStage {
+            writers: self.writers.unwrap_or(assumed),
+            throughput: self.throughput,
+            in_use: self.in_use,
+            fresh,
+            delivered,
+            held_streams: self.held_streams,
+        }
     }
 }
 
@@ -544,9 +564,10 @@ async fn control_loop<R: tokio::io::AsyncRead + Unpin>(
                 shared.queue.lock().unwrap_or_else(PoisonError::into_inner).refetch.push_back(index);
                 shared.work.notify_one();
             }
-            Some(Frame::Control(Message::WriterState { writers, throughput, busy_writers, written_bytes, .. })) => {
+            Some(Frame::Control(Message::WriterState { writers, throughput, busy_writers, written_bytes, held_streams, .. })) => {
                 let throughput = if throughput.is_finite() && throughput >= 0.0 { throughput } else { 0.0 };
                 let in_use = (busy_writers.is_finite() && busy_writers >= 0.0).then_some(busy_writers);
+                let held_streams = if held_streams.is_finite() && held_streams >= 0.0 { held_streams } else { 0.0 };
                 let mut report = writer_state.lock().unwrap_or_else(PoisonError::into_inner);
                 let written_before = report.written;
                 *report = WriterReport {
@@ -556,6 +577,7 @@ async fn control_loop<R: tokio::io::AsyncRead + Unpin>(
                     fresh: true,
                     written: Some((written_bytes, Instant::now())),
                     written_before,
+                    held_streams,
                 };
             }
             Some(Frame::Control(Message::FilesDone { files })) => {

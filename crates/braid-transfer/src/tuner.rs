@@ -50,7 +50,12 @@
 //!   share a cap are all busy alike); a stage below the share that needs all its workers keeps
 //!   them but gets no more. The ceiling lifts once the stage keeps `lift` of its workers busy at
 //!   it, i.e. has become the bottleneck; between the two shares it holds, so a stage near the
-//!   boundary does not alternate.
+//!   boundary does not alternate. Waiting downstream is not use either: a network worker blocked
+//!   in a send because the receiver leaves its stream unread (its writers have chunks enough) is
+//!   busy by the clock but not by the network, so the sender counts the receiver's held streams
+//!   out of the network stage's workers in use (`send`, `WriterState::held_streams`); otherwise
+//!   a write-bound transfer's network stage climbed on the megabytes each new stream's socket
+//!   buffers swallow once (3 → 21 streams where one carried the writers' 134 Mbit/s).
 //!
 //! # Bracket refinement (model)
 //! Once the optimum is bracketed, the next candidate is the knee of the stage model the paper's

@@ -484,8 +484,43 @@ async fn pinned_concurrency_is_respected() {
         assert_eq!(s.concurrency.write, 1, "{s:?}");
     }
     assert!(received.writer_samples.iter().all(|&(_, w)| w == 1), "{:?}", received.writer_samples);
+    // Reading is the bottleneck: the receiver never had a reason to leave a stream unread.
+    assert!(received.stream_seconds_held < 0.1 * received.seconds, "{received:?}");
     // Two readers at 4 MB/s each: about 8 MB/s, well within 2×.
     assert!(summary.throughput_bps < 16e6, "{}", summary.throughput_bps);
+    assert_same_tree(&source, &dest.join("data"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_writer_is_fed_from_the_sockets_not_from_a_full_staging_area() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("data");
+    big_files(&source, 4, 3 << 20);
+    let dest = tmp.path().join("dest");
+    let chunk = 256u64 << 10;
+    let mut receive = receive_options(&dest, chunk);
+    receive.fsync = false;
+    // Room for the whole 12 MiB transfer; one writer at 6 MB/s is the bottleneck by far.
+    receive.staging_memory = Some(chunk * 64);
+    receive.emulate_write = Some(EmulatedStorage { per_worker: 6e6, total: None });
+    let (addr, server, mut outcomes) = start_receiver(receive).await;
+    let mut opts = options(chunk, 100);
+    // The network stage is tuned: streams the receiver leaves unread are not the network's use.
+    opts.pinned = Pinned { read: Some(2), network: None, write: Some(1) };
+    let summary = send(&[&source], TapConnector::new(addr, None), opts).await.unwrap();
+    let received = next_outcome(&mut outcomes).await.unwrap();
+    server.abort();
+    let streams: Vec<usize> = summary.samples.iter().map(|s| s.concurrency.network).collect();
+    // The receiver knows why: its streams sat unread most of the time.
+    assert!(received.stream_seconds_held > 0.5 * received.seconds, "{received:?}");
+    assert!(settled_median(&streams) <= 2, "streams over time {streams:?}");
+    // Queued: the writer's next chunk and one more, plus one per stream read concurrently with
+    // that check; and the chunk being written. Without the bound the area fills with most of
+    // the transfer (the network is several times faster than the writer).
+    let max_streams = streams.iter().copied().max().unwrap_or(1) as u64;
+    let bound = (1 + 1 + max_streams + 1) * chunk;
+    assert!(received.peak_staged_bytes <= bound, "{} KiB staged, bound {} KiB", received.peak_staged_bytes >> 10, bound >> 10);
+    assert!(summary.throughput_bps > 3e6, "{} B/s", summary.throughput_bps);
     assert_same_tree(&source, &dest.join("data"));
 }
 

@@ -46,6 +46,8 @@ struct Summary {
     cpu_seconds: f64,
     /// Writer count per probe interval: [seconds, writers].
     writers: Vec<(f64, usize)>,
+    /// Seconds data streams sat unread because the writers had enough, summed over streams.
+    stream_seconds_held: f64,
     dest: PathBuf,
     error: Option<String>,
     #[serde(flatten)]
@@ -69,6 +71,7 @@ impl Summary {
                 peak_staged_mb: s.peak_staged_bytes as f64 / 1e6,
                 cpu_seconds: s.cpu_seconds,
                 writers: s.writer_samples,
+                stream_seconds_held: s.stream_seconds_held,
                 dest: dest.to_path_buf(),
                 error: None,
                 protection,
@@ -87,6 +90,7 @@ impl Summary {
                 peak_staged_mb: 0.0,
                 cpu_seconds: 0.0,
                 writers: Vec::new(),
+                stream_seconds_held: 0.0,
                 dest: dest.to_path_buf(),
                 error: Some(e.to_string()),
                 protection,
@@ -179,6 +183,7 @@ mod tests {
             peak_staged_bytes: 0,
             cpu_seconds: 0.01,
             writer_samples: vec![(0.5, 2)],
+            stream_seconds_held: 0.25,
         };
         let r = report(Summary::of(Ok(s), Path::new("/d"), plain()));
         let j: serde_json::Value = serde_json::from_str(&r.json).unwrap();
@@ -186,6 +191,7 @@ mod tests {
         assert_eq!(j["transfer"].as_str().unwrap().len(), 64);
         assert_eq!(j["resumed_bytes"], 24);
         assert_eq!(j["writers"][0][1], 2);
+        assert_eq!(j["stream_seconds_held"], 0.25);
         assert!(r.text.contains("received 2 files"), "{}", r.text);
     }
 }
