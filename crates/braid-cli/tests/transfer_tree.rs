@@ -1,7 +1,7 @@
 //! `braid send SRC... --to ADDR` / `braid serve --dir DEST` on the file-transfer engine, running
 //! the real binary: a tree with every kind of entry arrives identical (TLS 1.3, trust on first
 //! use), the JSON summary and the `--progress jsonl` lines carry their keys, bad flags are
-//! named, and `kill -9` of the sender or of the receiver, three times in one transfer, is
+//! named, and `kill -9` of the sender or of the receiver, five times in one transfer, is
 //! followed by a run of the same command that completes the tree byte for byte and sends again
 //! at most one chunk per network stream per kill.
 
@@ -447,6 +447,12 @@ fn kill_test_send(src: &Path, addr: &str) -> Proc {
 
 const KILL_CHUNK: u64 = 256 << 10;
 const KILL_STREAMS: u64 = 2;
+/// Kills in one transfer (the acceptance: five, each at a random point).
+const KILLS: usize = 5;
+/// Files of 8 MB in the kill tests' tree: each kill lands in the first fifth of what its run
+/// has left, a progress line (2 MB apart) after that point, so five kills leave about a fifth of
+/// the 32 MB, several lines' worth, for the last one.
+const KILL_FILES: usize = 4;
 
 /// Reads progress lines until `bytes_sent` passes `threshold`; that line's count, or `None` if
 /// the run ended first.
@@ -489,21 +495,21 @@ fn check_resent(sent_before_kills: &[u64], summary: &serde_json::Value) {
 }
 
 #[test]
-fn kill_9_of_the_sender_three_times_then_the_same_command_completes() {
+fn kill_9_of_the_sender_five_times_then_the_same_command_completes() {
     let mut rng = Rng::new(seed());
     let dir = TempDir::new("kill-sender");
     let (src, dest) = (dir.0.join("big"), dir.0.join("dest"));
-    build_big_tree(&src, &mut rng, 3, 8_000_000);
+    build_big_tree(&src, &mut rng, KILL_FILES, 8_000_000);
     fs::create_dir(&dest).unwrap();
-    let total = 24_000_010u64;
+    let total = KILL_FILES as u64 * 8_000_000 + 10;
     let (mut server, addr) = serve("127.0.0.1:0", &dest, &[]);
     let mut sent = Vec::new();
     let mut done = 0u64;
-    for kill in 0..3 {
-        // A random point in the first third of what this run has left (at least that much is
+    for kill in 0..KILLS {
+        // A random point in the first fifth of what this run has left (at least that much is
         // left: the receiver kept at most what was sent).
         let left = (total - done).max(1);
-        let threshold = rng.range(left / 10, left / 3);
+        let threshold = rng.range(left / 20, left / 5);
         let mut sender = kill_test_send(&src, &addr);
         let at = sent_past(&mut sender, threshold).unwrap_or_else(|| panic!("kill {kill}: the run ended first"));
         sender.kill9();
@@ -521,19 +527,19 @@ fn kill_9_of_the_sender_three_times_then_the_same_command_completes() {
 }
 
 #[test]
-fn kill_9_of_the_receiver_three_times_then_the_same_command_completes() {
+fn kill_9_of_the_receiver_five_times_then_the_same_command_completes() {
     let mut rng = Rng::new(seed());
     let dir = TempDir::new("kill-receiver");
     let (src, dest) = (dir.0.join("big"), dir.0.join("dest"));
-    build_big_tree(&src, &mut rng, 3, 8_000_000);
+    build_big_tree(&src, &mut rng, KILL_FILES, 8_000_000);
     fs::create_dir(&dest).unwrap();
-    let total = 24_000_010u64;
+    let total = KILL_FILES as u64 * 8_000_000 + 10;
     let (mut server, addr) = serve("127.0.0.1:0", &dest, &[]);
     let mut sent = Vec::new();
     let mut done = 0u64;
-    for kill in 0..3 {
+    for kill in 0..KILLS {
         let left = (total - done).max(1);
-        let threshold = rng.range(left / 10, left / 3);
+        let threshold = rng.range(left / 20, left / 5);
         let mut sender = kill_test_send(&src, &addr);
         sent_past(&mut sender, threshold).unwrap_or_else(|| panic!("kill {kill}: the run ended first"));
         // Anywhere in the chunk pipeline: the sender's final line counts exactly what it sent.
