@@ -1,8 +1,8 @@
 //! The receiver (seed 002 §3, the write stage): chunks arriving on the data streams are checked
 //! against their BLAKE3 hash (a mismatch is fetched again), staged in the receiver's own bounded
-//! staging area (holding no more than the writers can take next; beyond that, and when the area is
-//! full, the sockets are not read, which pushes back on the sender through TCP flow control), and written by a pool of writers whose size the sender's write tuner sets
-//! (or pinned here). Files are written under a temporary name next to their final one and renamed
+//! staging area (holding no more than the writers can take next; beyond that, and when the area
+//! is full, the sockets are not read, which pushes back on the sender through TCP flow control),
+//! and written by a pool of writers whose size the sender's write tuner sets (or pinned here). Files are written under a temporary name next to their final one and renamed
 //! only when complete and verified on disk against the chunk hashes, so a destination never shows
 //! a partial file under its final name. Finished chunks go to the resume journal (`journal`)
 //! after their data is `fsync`ed.
