@@ -112,16 +112,25 @@ pub async fn run(args: BenchTransferArgs) -> anyhow::Result<Outcome> {
     .await
     .context("the benchmark thread panicked")??;
     let mut reports = Vec::with_capacity(results.len());
+    let mut peer_errors = std::collections::BTreeMap::new();
     for (role, r) in roles.into_iter().zip(&results) {
-        if let Some(e) = &r.error {
-            anyhow::bail!("{}: {e}", role.label());
+        match (&r.error, &role) {
+            // A peer that cannot run here (not installed, failed) leaves
+            // Braid's runs standing; the report says which and why.
+            (Some(e), Role::Peer(name)) => {
+                peer_errors.insert(name.clone(), e.clone());
+                continue;
+            }
+            (Some(e), _) => anyhow::bail!("{}: {e}", role.label()),
+            (None, _) => {}
         }
         let json = r.artifact("report").with_context(|| format!("{}: no report", role.label()))?;
         let run: TransferRun = serde_json::from_value(json.clone()).context("reading the transfer template's report")?;
         reports.push((role, run));
     }
     let link_mbps = spec.link.parse::<braid::LinkSpec>().ok().and_then(|l| l.rate()).map(|r| r.bits_per_sec() as f64 / 1e6);
-    let report = BenchReport::new(args.scenario, link_mbps, &reports);
+    let mut report = BenchReport::new(args.scenario, link_mbps, &reports);
+    report.peer_errors = peer_errors;
     if let Some(path) = &args.plot {
         plot(path, &report)?;
     }

@@ -158,6 +158,11 @@ pub struct PeerRun {
     pub cpu_seconds_per_gb: f64,
     pub peak_memory_mb: f64,
     pub encrypted: bool,
+    /// `false`: stopped at the time limit, its throughput is what it had
+    /// copied intact by then over the time it ran.
+    pub completed: bool,
+    /// Seconds it ran.
+    pub seconds: f64,
 }
 
 /// The whole report.
@@ -178,6 +183,9 @@ pub struct BenchReport {
     pub iperf3_streams: Option<u32>,
     /// The link's rate, Mbit/s, where it has one.
     pub link_mbps: Option<f64>,
+    /// Peers that could not be measured, and why (the rest of the report
+    /// stands without them).
+    pub peer_errors: BTreeMap<String, String>,
 }
 
 impl BenchReport {
@@ -224,6 +232,8 @@ impl BenchReport {
                         cpu_seconds_per_gb: r.cpu_seconds_per_gb,
                         peak_memory_mb: r.peak_memory_mb,
                         encrypted: r.encrypted,
+                        completed: r.transfers.iter().all(|t| t.completed),
+                        seconds: r.transfers.iter().map(|t| t.seconds).fold(0.0, f64::max),
                     },
                 )),
                 _ => None,
@@ -244,6 +254,7 @@ impl BenchReport {
             peers,
             competing,
             link_mbps,
+            peer_errors: BTreeMap::new(),
         }
     }
 
@@ -293,6 +304,9 @@ impl BenchReport {
             }
         }
         m.insert("peers".into(), json!(self.peers));
+        if !self.peer_errors.is_empty() {
+            m.insert("peer_errors".into(), json!(self.peer_errors));
+        }
         if !self.competing.is_empty() {
             m.insert("competing".into(), json!(self.competing));
         }
@@ -354,7 +368,8 @@ impl BenchReport {
         ));
         if let Some(b) = self.braid_mbps() {
             for (name, p) in &self.peers {
-                out.push(format!("braid_over_{name}: {:.2}", b / p.throughput_mbps.max(1e-9)));
+                let cut = if p.completed { String::new() } else { format!(" ({name} did not finish: its rate over the {:.0} s it ran)", p.seconds) };
+                out.push(format!("braid_over_{name}: {:.2}{cut}", b / p.throughput_mbps.max(1e-9)));
             }
             if let Some(l) = self.link_mbps {
                 out.push(format!("over_link: {:.3} of {l:.0} Mbit/s", b / l));
@@ -366,6 +381,9 @@ impl BenchReport {
                     self.iperf3_streams.unwrap_or(0)
                 ));
             }
+        }
+        for (name, why) in &self.peer_errors {
+            out.push(format!("{name}: not measured: {why}"));
         }
         if let (Some(m), Some(f)) = (&self.marlin, &self.falcon) {
             out.push(format!("settled workers: marlin {:.1}, falcon {:.1}", m.settled_workers, f.settled_workers));
@@ -399,6 +417,7 @@ mod tests {
                 sender_peak_mb: 1.0,
                 receiver_peak_mb: 1.0,
                 threads,
+                completed: true,
             }],
             throughput_mbps: mbps,
             jain: 1.0,
@@ -457,5 +476,21 @@ mod tests {
         assert_eq!(j["converge_intervals"], 1);
         assert_eq!(r.rows().len(), 4);
         assert!(r.footer().iter().any(|l| l.contains("settled workers: marlin 6.0, falcon 18.0")), "{:?}", r.footer());
+    }
+
+    #[test]
+    fn a_peer_stopped_at_the_time_limit_is_reported_as_such() {
+        let mut slow = run(5.0, vec![]);
+        slow.transfers[0].completed = false;
+        let runs = vec![(Role::Marlin, run(500.0, vec![sample(1.0, [1, 1, 1], 500.0); 3])), (Role::Peer("rclone".into()), slow)];
+        let mut r = BenchReport::new(Scenario::SmallFiles, None, &runs);
+        r.peer_errors.insert("rsync".into(), "not installed".into());
+        let j = r.json();
+        assert_eq!(j["braid_over_rclone"], 100.0);
+        assert_eq!(j["peers"]["rclone"]["completed"], false);
+        assert_eq!(j["peer_errors"]["rsync"], "not installed");
+        let footer = r.footer().join("\n");
+        assert!(footer.contains("braid_over_rclone: 100.00 (rclone did not finish: its rate over the 10 s it ran)"), "{footer}");
+        assert!(footer.contains("rsync: not measured: not installed"), "{footer}");
     }
 }

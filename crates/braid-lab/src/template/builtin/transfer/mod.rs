@@ -193,8 +193,18 @@ impl Template for Transfer {
         }
         let mut transfers = Vec::new();
         for (e, mut receiver, mut sender) in running {
-            let sent = sender.wait(limit.saturating_sub(started.elapsed()))?;
-            if !sent.success() {
+            let (sent, completed) = match sender.wait(limit.saturating_sub(started.elapsed())) {
+                Ok(exit) => (exit, true),
+                // A peer slower than the time allowed (rclone over SFTP pays
+                // round trips per file) is measured on what it copied by
+                // then: failing would lose the whole comparison.
+                Err(TemplateError::Timeout(why)) if s.tool != Tool::Braid => match sender.ended() {
+                    Some(exit) => (exit.clone(), false),
+                    None => return Err(TemplateError::Timeout(why)),
+                },
+                Err(e) => return Err(e),
+            };
+            if completed && !sent.success() {
                 return Err(sender.failure(&sent));
             }
             let received = match s.tool {
@@ -205,7 +215,7 @@ impl Template for Transfer {
             if s.tool == Tool::Braid && !received.success() {
                 return Err(receiver.failure(&received));
             }
-            transfers.push(s.measure(&e, &sender, &sent, &received, started, &original)?);
+            transfers.push(s.measure(&e, &sender, (&sent, completed), &received, started, &original)?);
         }
         let ended = transfers.iter().map(|t| t.seconds).fold(0.0, f64::max);
         ctx.progress(0.9);
@@ -409,7 +419,7 @@ impl Settings {
         &self,
         e: &Endpoints,
         sender: &Running,
-        sent: &Exit,
+        (sent, completed): (&Exit, bool),
         received: &Exit,
         started: Instant,
         original: &std::collections::BTreeMap<PathBuf, (u64, blake3::Hash)>,
@@ -420,6 +430,10 @@ impl Settings {
                 let json = sender.lines().join("\n");
                 let bps = tools::iperf3_received_bps(&json)?;
                 ((bps / 8.0 * self.iperf3_secs.as_secs_f64()) as u64, 0, Vec::new())
+            }
+            _ if !completed => {
+                let (bytes, files) = tree::copied(original, &e.dest.join("tree"))?;
+                (bytes, files, Vec::new())
             }
             tool => {
                 tree::verify(original, &e.dest.join("tree"))
@@ -440,6 +454,7 @@ impl Settings {
             sender_peak_mb: sent.max_rss as f64 / 1e6,
             receiver_peak_mb: received.max_rss as f64 / 1e6,
             threads,
+            completed,
         })
     }
 

@@ -133,6 +133,11 @@ impl Running {
         Ok(exit)
     }
 
+    /// How it ended, once it has (also after `wait` timed out and killed it).
+    pub fn ended(&self) -> Option<&Exit> {
+        self.ended.as_ref()
+    }
+
     /// Ask it to stop (SIGTERM), then wait up to 5 s, then kill it.
     pub fn stop(&mut self) -> Result<Exit, TemplateError> {
         if self.ended.is_none() {

@@ -51,6 +51,14 @@ pub struct OneTransfer {
     /// Braid only: worker counts and throughput per probe interval.
     #[serde(default)]
     pub threads: Vec<ThreadSample>,
+    /// `false`: a peer stopped at the time limit; `bytes` and `files` are
+    /// what it had copied intact by then, over `seconds` up to the stop.
+    #[serde(default = "yes")]
+    pub completed: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The whole experiment.

@@ -142,6 +142,20 @@ pub fn verify(original: &BTreeMap<PathBuf, (u64, blake3::Hash)>, copy: &Path) ->
     }
 }
 
+/// What of `original` a copy interrupted part way holds: bytes and files
+/// of the copy identical to their source (a partial or wrong file counts
+/// nothing), so a rate from it never credits more than arrived intact.
+pub fn copied(original: &BTreeMap<PathBuf, (u64, blake3::Hash)>, copy: &Path) -> Result<(u64, u64), TemplateError> {
+    if !copy.exists() {
+        return Ok((0, 0));
+    }
+    let got = digest(copy)?;
+    Ok(original
+        .iter()
+        .filter(|(p, v)| got.get(*p) == Some(*v))
+        .fold((0, 0), |(bytes, files), (_, (size, _))| (bytes + size, files + 1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +195,10 @@ mod tests {
         assert!(verify(&a, &root.join("b")).unwrap_err().contains("d0000/f0000001 differs"));
         std::fs::remove_file(root.join("b/d0000/f0000001")).unwrap();
         assert!(verify(&a, &root.join("b")).unwrap_err().contains("1 of 3 files missing"));
+        assert_eq!(copied(&a, &root.join("b")).unwrap(), (20, 2), "the two intact files count, the missing one does not");
+        std::fs::write(root.join("b/d0000/f0000000"), b"01234").unwrap();
+        assert_eq!(copied(&a, &root.join("b")).unwrap(), (10, 1), "a partial file counts nothing");
+        assert_eq!(copied(&a, &root.join("nowhere")).unwrap(), (0, 0));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
