@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
+use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -29,7 +30,7 @@ use crate::protocol::{
     PROTOCOL_VERSION,
 };
 use crate::staging::{Chunk, StagingArea, StagingConfig, DEFAULT_CHUNK_SIZE};
-use crate::transport::{ByteStream, Connector, LossCounters, StreamRole};
+use crate::transport::{ByteStream, Connection, Connector, LossCounters, StreamRole};
 use crate::tuner::{Concurrency, FalconTuner, MarlinTuner, Observation, Stage, StageObservations, Tuner, TunerConfig};
 
 /// Which tuner sets the worker counts.
@@ -164,8 +165,46 @@ struct Shared {
     emulate_read: Option<Throttle>,
     bwlimit: Option<Throttle>,
     connector: Arc<dyn Connector>,
+    /// Streams connected ahead of their workers.
+    warm: WarmStreams,
     transfer_id: [u8; 32],
     errors: mpsc::UnboundedSender<TransferError>,
+}
+
+/// Data streams whose connection started before the session did; each network worker takes
+/// one if any is left, else connects its own. Unused ones are aborted or closed with `send`.
+struct WarmStreams {
+    pending: Mutex<Vec<tokio::task::JoinHandle<io::Result<Connection>>>>,
+}
+
+impl WarmStreams {
+    fn connect(connector: &Arc<dyn Connector>, streams: usize) -> WarmStreams {
+        let pending = (0..streams)
+            .map(|_| {
+                let connector = Arc::clone(connector);
+                tokio::spawn(async move { connector.connect(StreamRole::Data).await })
+            })
+            .collect();
+        WarmStreams { pending: Mutex::new(pending) }
+    }
+
+    /// A stream for a new network worker.
+    async fn take_or_connect(&self, connector: &dyn Connector) -> Result<Connection, TransferError> {
+        let warm = self.pending.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let connected = match warm {
+            Some(handle) => handle.await.map_err(|e| TransferError::Remote(format!("connect task failed: {e}")))?,
+            None => connector.connect(StreamRole::Data).await,
+        };
+        connected.map_err(TransferError::Connect)
+    }
+}
+
+impl Drop for WarmStreams {
+    fn drop(&mut self) {
+        for handle in self.pending.get_mut().unwrap_or_else(PoisonError::into_inner).drain(..) {
+            handle.abort();
+        }
+    }
 }
 
 impl Shared {
@@ -219,6 +258,11 @@ pub async fn send<P: AsRef<Path>>(
         tokio::spawn(async move { options_connect(&*connector, StreamRole::Control).await })
     };
     let _abort_connecting = AbortOnDrop(connecting.abort_handle());
+    // So are the first network workers' streams: their handshakes (as long as the control
+    // stream's) overlap it and the Hello/Resume exchange instead of following them, and data
+    // flows two round trips sooner. A stream announces itself (Attach) only once the receiver's
+    // session exists, when its worker takes it.
+    let warm = WarmStreams::connect(&connector, tuner.concurrency().network);
     let paths: Vec<PathBuf> = sources.iter().map(|p| p.as_ref().to_path_buf()).collect();
     let probe_from = options.bundle_threshold;
     let manifest = tokio::task::spawn_blocking(move || Manifest::build_probing(&paths, probe_from))
@@ -280,6 +324,7 @@ pub async fn send<P: AsRef<Path>>(
         emulate_read,
         bwlimit,
         connector,
+        warm,
         transfer_id: id,
         errors: errors_tx,
     });
@@ -675,7 +720,7 @@ fn open_source<'a>(path: &'a Path, bundle: bool, dir: &mut Option<(&'a Path, Own
 }
 
 async fn network_worker(shared: &Arc<Shared>, slot: usize) -> Result<(), TransferError> {
-    let connection = shared.connector.connect(StreamRole::Data).await.map_err(TransferError::Connect)?;
+    let connection = shared.warm.take_or_connect(&*shared.connector).await?;
     let probe = connection.loss;
     let mut stream = connection.stream;
     send_message(&mut stream, &Message::Attach { transfer_id: shared.transfer_id }).await?;

@@ -27,7 +27,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::transport::{tcp_socket_hooks, Acceptor, BoxFuture, Connection, Connector, LossProbe, ReceiveBatching, StreamRole};
+use crate::congestion::TcpCongestion;
+use crate::transport::{set_stream_options, tcp_socket_hooks, Acceptor, BoxFuture, Connection, Connector, LossProbe, ReceiveBatching, StreamRole};
 
 /// What a handshake proved about the receiver: its key and the cipher
 /// suite the stream runs (for a summary's `peer_key` and `cipher`).
@@ -66,13 +67,15 @@ pub struct TlsConnector {
     /// The name the receiver was dialled by (`host` of `host:port`), if any:
     /// known-hosts lines for the name match too, and TOFU records the name.
     pub name: Option<String>,
+    /// The streams' congestion control.
+    pub congestion: TcpCongestion,
     proven: ProvenReceiver,
 }
 
 impl TlsConnector {
     /// A connector to `addr` known by address only.
     pub fn new(addr: SocketAddr, settings: TlsSettings) -> Self {
-        TlsConnector { addr, settings, name: None, proven: ProvenReceiver::default() }
+        TlsConnector { addr, settings, name: None, congestion: TcpCongestion::default(), proven: ProvenReceiver::default() }
     }
 
     /// What the first stream's handshake proved about the receiver (a
@@ -102,12 +105,12 @@ impl TlsConnector {
 }
 
 impl Connector for TlsConnector {
-    fn connect(&self, role: StreamRole) -> BoxFuture<'_, io::Result<Connection>> {
+    fn connect(&self, _role: StreamRole) -> BoxFuture<'_, io::Result<Connection>> {
         Box::pin(async move {
             let peer = self.peer()?;
             let tcp = TcpStream::connect(self.addr).await?;
-            // As over plain TCP: bulk streams keep Nagle on (full segments), control goes at once.
-            tcp.set_nodelay(role == StreamRole::Control)?;
+            self.congestion.apply(&tcp)?;
+            set_stream_options(&tcp)?;
             let (loss, batching) = hooks(&tcp);
             let (stream, key) = self.settings.connect_peer(tcp, peer).await.map_err(TlsError::into_io)?;
             let cipher = stream.get_ref().1.negotiated_cipher_suite().and_then(|s| s.suite().as_str());
@@ -256,9 +259,8 @@ async fn accept_loop(
 }
 
 async fn handshake(settings: &TlsSettings, tcp: TcpStream) -> Result<Connection, TlsError> {
-    // The receiver reads bulk data; its control replies are small and sent at once.
     let remote = tcp.peer_addr().map_err(|source| TlsError::Io { peer: unnamed(), source })?;
-    tcp.set_nodelay(true).map_err(|source| TlsError::Io { peer: Peer::addr(remote), source })?;
+    set_stream_options(&tcp).map_err(|source| TlsError::Io { peer: Peer::addr(remote), source })?;
     let (loss, batching) = hooks(&tcp);
     let (stream, _key) = settings.accept_from(tcp, remote).await?;
     Ok(Connection { stream: Box::new(stream), loss, batching })

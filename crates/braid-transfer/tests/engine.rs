@@ -92,7 +92,7 @@ struct TapConnector {
 
 impl TapConnector {
     fn new(addr: std::net::SocketAddr, flip_at: Option<u64>) -> Arc<Self> {
-        Arc::new(TapConnector { tcp: TcpConnector { addr }, written: Arc::default(), flip_at, flipped: AtomicBool::new(false) })
+        Arc::new(TapConnector { tcp: TcpConnector::new(addr), written: Arc::default(), flip_at, flipped: AtomicBool::new(false) })
     }
 }
 
@@ -442,7 +442,7 @@ async fn a_malicious_sender_cannot_write_outside_dest() {
             writers: 1,
             entries,
         };
-        let mut stream = TcpConnector { addr }.connect(StreamRole::Control).await.unwrap().stream;
+        let mut stream = TcpConnector::new(addr).connect(StreamRole::Control).await.unwrap().stream;
         send_message(&mut stream, &Message::Hello(hello)).await.unwrap();
         let reply = read_frame(&mut stream).await.unwrap();
         let Some(Frame::Control(Message::Error { message })) = reply else { panic!("{reply:?}") };
@@ -712,7 +712,7 @@ async fn loopback_throughput() {
         let dest = tmp.path().join(format!("dest-{}", source.file_name().unwrap().to_string_lossy()));
         let (addr, server, mut outcomes) = start_receiver(ReceiveOptions { fsync: false, ..ReceiveOptions::new(&dest) }).await;
         let opts = SendOptions { probe_interval: Duration::from_millis(500), ..SendOptions::default() };
-        let summary = send(&[source], Arc::new(TcpConnector { addr }), opts).await.unwrap();
+        let summary = send(&[source], Arc::new(TcpConnector::new(addr)), opts).await.unwrap();
         next_outcome(&mut outcomes).await.unwrap();
         server.abort();
         let gb = summary.bytes_sent as f64 / 1e9;

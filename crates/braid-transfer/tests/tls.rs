@@ -200,7 +200,7 @@ async fn tls_and_tcp_throughput() {
                 let acceptor = TcpAcceptor::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
                 let addr = acceptor.local_addr().unwrap();
                 let receiving = tokio::spawn(async move { receive_one(&acceptor, &options).await });
-                let summary = send(&[&source], Arc::new(TcpConnector { addr }), opts).await.unwrap();
+                let summary = send(&[&source], Arc::new(TcpConnector::new(addr)), opts).await.unwrap();
                 receiving.await.unwrap().unwrap();
                 summary
             };

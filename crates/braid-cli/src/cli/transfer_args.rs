@@ -105,6 +105,12 @@ pub struct EngineSendArgs {
     /// Progress: `bar` (stderr, on a terminal), `jsonl` (one JSON line per second on stdout) or `none`.
     #[arg(long, value_enum, value_name = "bar|jsonl|none")]
     pub progress: Option<ProgressKind>,
+    /// Kernel congestion control of the TCP streams (`--transport tcp`): an algorithm's name
+    /// (cubic, bbr, reno, ...; the stream fails if the kernel cannot run it) or `kernel` (the
+    /// host's default). Default: cubic where the kernel offers it (the tuner reads loss as the
+    /// price of more streams, which holds for loss-based control), else the host's default.
+    #[arg(long, value_name = "NAME|kernel", value_parser = braid_transfer::congestion::TcpCongestion::parse)]
+    pub tcp_congestion: Option<braid_transfer::congestion::TcpCongestion>,
 }
 
 impl EngineSendArgs {
@@ -124,6 +130,7 @@ impl EngineSendArgs {
             ("--probe-interval", self.probe_interval.is_some()),
             ("--emulate-read", self.emulate_read.is_some()),
             ("--progress", self.progress.is_some()),
+            ("--tcp-congestion", self.tcp_congestion.is_some()),
         ];
         flags.into_iter().filter(|(_, given)| *given).map(|(name, _)| name).collect()
     }

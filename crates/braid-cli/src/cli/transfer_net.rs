@@ -19,6 +19,7 @@ use std::task::{Context, Poll};
 
 use braid_identity::TrustPolicy;
 use braid_tls::{TlsError, TlsSettings};
+use braid_transfer::congestion::TcpCongestion;
 use braid_transfer::tls::{TlsAcceptor, TlsConnector};
 use braid_transfer::transport::{
     Acceptor, BoxFuture, ByteStream, Connection, Connector, StreamRole, TcpAcceptor, TcpConnector,
@@ -54,10 +55,14 @@ fn tls_settings(security: &SecurityArgs) -> anyhow::Result<TlsSettings> {
 
 /// The sender's streams to `to` as the security flags choose: TLS 1.3 streams and the handle
 /// that later tells what protected them, or plain TCP with `--insecure-no-auth`.
-pub fn connector(security: &SecurityArgs, to: SocketAddr) -> anyhow::Result<(Arc<dyn Connector>, ProtectionHandle)> {
+pub fn connector(
+    security: &SecurityArgs,
+    to: SocketAddr,
+    congestion: TcpCongestion,
+) -> anyhow::Result<(Arc<dyn Connector>, ProtectionHandle)> {
     let policy = security.policy();
     if security.insecure_no_auth {
-        return Ok((Arc::new(TcpConnector { addr: to }), ProtectionHandle::fixed(plain(policy))));
+        return Ok((Arc::new(TcpConnector { addr: to, congestion }), ProtectionHandle::fixed(plain(policy))));
     }
     let handle = ProtectionHandle::learned(Protection {
         encrypted: true,
@@ -65,7 +70,9 @@ pub fn connector(security: &SecurityArgs, to: SocketAddr) -> anyhow::Result<(Arc
         peer_key: None,
         trust: policy.as_str(),
     });
-    let connector = ReportingTlsConnector { inner: TlsConnector::new(to, tls_settings(security)?), policy, seen: handle.slot() };
+    let mut inner = TlsConnector::new(to, tls_settings(security)?);
+    inner.congestion = congestion;
+    let connector = ReportingTlsConnector { inner, policy, seen: handle.slot() };
     Ok((Arc::new(connector), handle))
 }
 
@@ -214,7 +221,7 @@ mod tests {
     #[tokio::test]
     async fn data_streams_are_counted_and_control_is_not() {
         let listener = TcpAcceptor::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let tcp: Arc<dyn Connector> = Arc::new(TcpConnector { addr: listener.local_addr().unwrap() });
+        let tcp: Arc<dyn Connector> = Arc::new(TcpConnector::new(listener.local_addr().unwrap()));
         let written = Arc::new(AtomicU64::new(0));
         let counting = CountingConnector::new(tcp, Arc::clone(&written));
         let (control, _c) = tokio::join!(counting.connect(StreamRole::Control), listener.accept());

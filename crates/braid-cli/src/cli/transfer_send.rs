@@ -128,6 +128,8 @@ struct Summary {
     peak_staged_mb: f64,
     tuner: &'static str,
     chunk_size: u64,
+    /// The kernel congestion control the TCP streams ran (null over Braid streams).
+    tcp_congestion: Option<String>,
     /// Worker counts and throughput per probe interval.
     threads: Vec<ThreadSample>,
     #[serde(flatten)]
@@ -162,6 +164,7 @@ impl Summary {
             peak_staged_mb: s.peak_staged_bytes as f64 / 1e6,
             tuner: engine.tuner_name(),
             chunk_size: options.chunk_size,
+            tcp_congestion: None,
             threads: s
                 .samples
                 .iter()
@@ -271,10 +274,14 @@ impl Reporter {
 pub async fn run(job: TreeSend<'_>) -> anyhow::Result<Outcome> {
     job.engine.validate().map_err(|e| anyhow::anyhow!(e))?;
     let policy = job.security.policy();
+    let congestion = job.engine.tcp_congestion.clone().unwrap_or_default();
     let (connector, protection, transport): (Arc<dyn Connector>, ProtectionHandle, &'static str) = match job.transport {
         TreeTransport::Tcp => {
-            let (connector, protection) = transfer_net::connector(job.security, job.to)?;
+            let (connector, protection) = transfer_net::connector(job.security, job.to, congestion.clone())?;
             (connector, protection, "tcp")
+        }
+        TreeTransport::Braid { .. } if job.engine.tcp_congestion.is_some() => {
+            anyhow::bail!("--tcp-congestion applies to --transport tcp; Braid streams choose theirs with --cc")
         }
         TreeTransport::Braid { config, priority, multipath } => {
             let endpoint =
@@ -328,7 +335,8 @@ pub async fn run(job: TreeSend<'_>) -> anyhow::Result<Outcome> {
     reporter.report(true);
     reporter.bar.finish_and_clear();
     let summary = result?.map_err(|e| anyhow::anyhow!("send to {}: {e}", job.to))?;
-    let summary = Summary::new(job.to, transport, &summary, job.engine, protection.get());
+    let mut summary = Summary::new(job.to, transport, &summary, job.engine, protection.get());
+    summary.tcp_congestion = congestion.used();
     if job.json {
         emit(&serde_json::to_string(&summary)?);
     } else {

@@ -163,6 +163,8 @@ pub struct PeerRun {
     pub completed: bool,
     /// Seconds it ran.
     pub seconds: f64,
+    /// The congestion control of its TCP streams (the hosts' default).
+    pub tcp_congestion_control: String,
 }
 
 /// The whole report.
@@ -234,6 +236,7 @@ impl BenchReport {
                         encrypted: r.encrypted,
                         completed: r.transfers.iter().all(|t| t.completed),
                         seconds: r.transfers.iter().map(|t| t.seconds).fold(0.0, f64::max),
+                        tcp_congestion_control: r.tcp_congestion_control.clone(),
                     },
                 )),
                 _ => None,
@@ -244,7 +247,7 @@ impl BenchReport {
             scenario,
             link: any.map(|r| r.link.clone()).unwrap_or_default(),
             encrypted: marlin_run.or(any).is_some_and(|r| r.encrypted),
-            tcp_congestion_control: any.map(|r| r.tcp_congestion_control.clone()).unwrap_or_default(),
+            tcp_congestion_control: marlin_run.or(any).map(|r| r.tcp_congestion_control.clone()).unwrap_or_default(),
             marlin: marlin_run.map(|r| tuner_run(r, optimum.as_ref())),
             falcon: find(&Role::Falcon).map(|r| tuner_run(r, optimum.as_ref())),
             iperf3_mbps: marlin_run.and_then(|r| r.iperf3_mbps),
@@ -360,8 +363,14 @@ impl BenchReport {
     pub fn footer(&self) -> Vec<String> {
         let mut out = Vec::new();
         let protection = if self.encrypted { "Braid over TLS 1.3" } else { "Braid NOT encrypted (--insecure-no-auth)" };
+        let peers_cc: std::collections::BTreeSet<&str> = self.peers.values().map(|p| p.tcp_congestion_control.as_str()).collect();
+        let peers_cc = if peers_cc.is_empty() {
+            String::new()
+        } else {
+            format!(", the peers' {}", peers_cc.into_iter().collect::<Vec<_>>().join("/"))
+        };
         out.push(format!(
-            "{} over {}: {protection}; rclone runs over SFTP (SSH), rsync over its daemon protocol (unencrypted); kernel TCP congestion control {}.",
+            "{} over {}: {protection}; rclone runs over SFTP (SSH), rsync over its daemon protocol (unencrypted); TCP congestion control: Braid's streams {}{peers_cc}.",
             self.scenario.name(),
             self.link,
             self.tcp_congestion_control
@@ -376,9 +385,10 @@ impl BenchReport {
             }
             if let Some(i) = self.iperf3_mbps {
                 out.push(format!(
-                    "over_iperf3: {:.3} (iperf3 -P {} memory to memory: {i:.1} Mbit/s)",
+                    "over_iperf3: {:.3} (iperf3 -P {} -C {} memory to memory: {i:.1} Mbit/s)",
                     b / i.max(1e-9),
-                    self.iperf3_streams.unwrap_or(0)
+                    self.iperf3_streams.unwrap_or(0),
+                    self.tcp_congestion_control
                 ));
             }
         }
@@ -418,6 +428,7 @@ mod tests {
                 receiver_peak_mb: 1.0,
                 threads,
                 completed: true,
+                tcp_congestion: None,
             }],
             throughput_mbps: mbps,
             jain: 1.0,

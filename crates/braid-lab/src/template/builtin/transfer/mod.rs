@@ -223,7 +223,9 @@ impl Template for Transfer {
         if s.compare_iperf3 && s.tool == Tool::Braid {
             let streams = run.transfers[0].threads.last().map(|t| t.net).unwrap_or(1).max(1);
             let secs = Duration::from_secs_f64(ended).clamp(Duration::from_secs(3), IPERF3_MAX);
-            run.iperf3_mbps = Some(iperf3_ceiling(&tb, b_addr, &scratch.root, streams, secs)?);
+            // The same congestion control as Braid's streams: the ceiling of those streams.
+            let congestion = &run.tcp_congestion_control;
+            run.iperf3_mbps = Some(iperf3_ceiling(&tb, b_addr, &scratch.root, (streams, congestion), secs)?);
             run.iperf3_streams = Some(streams);
         }
         record(ctx, &run);
@@ -425,21 +427,21 @@ impl Settings {
         original: &std::collections::BTreeMap<PathBuf, (u64, blake3::Hash)>,
     ) -> Result<OneTransfer, TemplateError> {
         let seconds = sent.at.duration_since(started).as_secs_f64();
-        let (bytes, files, threads) = match self.tool {
+        let (bytes, files, (threads, tcp_congestion)) = match self.tool {
             Tool::Iperf3 => {
                 let json = sender.lines().join("\n");
                 let bps = tools::iperf3_received_bps(&json)?;
-                ((bps / 8.0 * self.iperf3_secs.as_secs_f64()) as u64, 0, Vec::new())
+                ((bps / 8.0 * self.iperf3_secs.as_secs_f64()) as u64, 0, (Vec::new(), None))
             }
             _ if !completed => {
                 let (bytes, files) = tree::copied(original, &e.dest.join("tree"))?;
-                (bytes, files, Vec::new())
+                (bytes, files, (Vec::new(), None))
             }
             tool => {
                 tree::verify(original, &e.dest.join("tree"))
                     .map_err(|why| TemplateError::Failed(format!("{}'s copy is not the source: {why}", tool.name())))?;
                 let bytes = original.values().map(|v| v.0).sum();
-                let threads = if tool == Tool::Braid { braid_threads(&sender.lines())? } else { Vec::new() };
+                let threads = if tool == Tool::Braid { braid_threads(&sender.lines())? } else { (Vec::new(), None) };
                 (bytes, original.len() as u64, threads)
             }
         };
@@ -455,6 +457,7 @@ impl Settings {
             receiver_peak_mb: received.max_rss as f64 / 1e6,
             threads,
             completed,
+            tcp_congestion,
         })
     }
 
@@ -465,7 +468,7 @@ impl Settings {
         TransferRun {
             tool: self.tool.name().into(),
             link: self.link_text.clone(),
-            tcp_congestion_control: cc,
+            tcp_congestion_control: transfers.iter().find_map(|t| t.tcp_congestion.clone()).unwrap_or(cc),
             encrypted: (self.tool == Tool::Braid && self.encrypted) || self.tool == Tool::Rclone,
             throughput_mbps: bytes as f64 * 8.0 / ended.max(1e-9) / 1e6,
             jain: jain(&rates),
@@ -490,14 +493,16 @@ fn keygen(braid: &Path, path: &Path) -> Result<String, TemplateError> {
     v["public_key"].as_str().map(str::to_string).ok_or_else(|| TemplateError::Failed("braid keygen printed no public_key".into()))
 }
 
-/// The `threads` of `braid send --json`'s summary (its last JSON line).
-fn braid_threads(lines: &[String]) -> Result<Vec<ThreadSample>, TemplateError> {
+/// The `threads` of `braid send --json`'s summary (its last JSON line) and the congestion
+/// control its TCP streams ran (`tcp_congestion`; Braid sets its own, whatever the host's).
+fn braid_threads(lines: &[String]) -> Result<(Vec<ThreadSample>, Option<String>), TemplateError> {
     let summary = lines
         .iter()
         .rev()
         .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("threads").is_some()))
         .ok_or_else(|| TemplateError::Failed("braid send printed no JSON summary".into()))?;
-    serde_json::from_value(summary["threads"].clone()).context("braid send's threads")
+    let threads = serde_json::from_value(summary["threads"].clone()).context("braid send's threads")?;
+    Ok((threads, summary["tcp_congestion"].as_str().map(str::to_string)))
 }
 
 /// The TCP congestion control host `a` runs (per namespace on Linux).
@@ -511,7 +516,13 @@ fn tcp_congestion_control(tb: &Testbed) -> String {
 }
 
 /// iperf3 memory to memory with `streams` streams for `secs`, Mbit/s.
-fn iperf3_ceiling(tb: &Testbed, b_addr: std::net::Ipv4Addr, dir: &Path, streams: u32, secs: Duration) -> Result<f64, TemplateError> {
+fn iperf3_ceiling(
+    tb: &Testbed,
+    b_addr: std::net::Ipv4Addr,
+    dir: &Path,
+    (streams, congestion): (u32, &str),
+    secs: Duration,
+) -> Result<f64, TemplateError> {
     let e = Endpoints {
         b_addr,
         port: BASE_PORT - 1,
@@ -519,7 +530,8 @@ fn iperf3_ceiling(tb: &Testbed, b_addr: std::net::Ipv4Addr, dir: &Path, streams:
         dest: dir.to_path_buf(),
         scratch: dir.to_path_buf(),
     };
-    let Prepared { mut receiver, sender } = tools::iperf3(tb, &e, streams, secs.as_secs().max(1) as u32)?;
+    let Prepared { mut receiver, mut sender } = tools::iperf3(tb, &e, streams, secs.as_secs().max(1) as u32)?;
+    sender.args(["-C", congestion]);
     let mut client = Running::start("the iperf3 client", sender)?;
     let exit = client.wait(secs + Duration::from_secs(20))?;
     if !exit.success() {

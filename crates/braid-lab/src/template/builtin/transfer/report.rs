@@ -55,6 +55,9 @@ pub struct OneTransfer {
     /// what it had copied intact by then, over `seconds` up to the stop.
     #[serde(default = "yes")]
     pub completed: bool,
+    /// Braid only: the congestion control its TCP streams ran.
+    #[serde(default)]
+    pub tcp_congestion: Option<String>,
 }
 
 fn yes() -> bool {
@@ -68,8 +71,8 @@ pub struct TransferRun {
     pub tool: String,
     /// The link spec.
     pub link: String,
-    /// The kernel's TCP congestion control on the hosts (what every
-    /// TCP-based tool here ran).
+    /// The TCP congestion control the tool's streams ran: Braid's own
+    /// choice (it sets it per stream), the hosts' default for the others.
     pub tcp_congestion_control: String,
     /// Whether the tool's traffic was encrypted (Braid's TLS, rclone's
     /// SSH; rsync's daemon protocol and iperf3 are not).

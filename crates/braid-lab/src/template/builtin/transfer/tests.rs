@@ -63,10 +63,11 @@ fn the_stream_buffer_caps_tcp_or_follows_the_bdp() {
 fn the_summary_of_one_braid_send_reads_its_threads() {
     let lines = vec![
         "{\"listening\":\"x\"}".to_string(),
-        r#"{"ok":true,"threads":[{"t":3.0,"read":1,"net":2,"write":3,"throughput_mbps":10.0,"loss":0.0}]}"#.to_string(),
+        r#"{"ok":true,"threads":[{"t":3.0,"read":1,"net":2,"write":3,"throughput_mbps":10.0,"loss":0.0}],"tcp_congestion":"cubic"}"#.to_string(),
     ];
-    let t = braid_threads(&lines).unwrap();
+    let (t, cc) = braid_threads(&lines).unwrap();
     assert_eq!((t[0].read, t[0].net, t[0].write), (1, 2, 3));
+    assert_eq!(cc.as_deref(), Some("cubic"));
     assert!(braid_threads(&["no json".to_string()]).is_err());
 }
 
