@@ -153,6 +153,9 @@ pub fn route(args: &SendArgs) -> anyhow::Result<Route> {
         ),
         Some(TransportKind::Tcp) => Ok(Route::Engine),
         Some(TransportKind::Braid) | None if wants_engine && (args.engine.transport.is_some() || !braid.is_empty()) => {
+            if args.engine.tcp_congestion.is_some() {
+                anyhow::bail!("--tcp-congestion applies to kernel TCP streams (--transport tcp); Braid connections choose theirs with --cc");
+            }
             Ok(Route::EngineOverBraid)
         }
         _ if wants_engine => Ok(Route::Engine),
@@ -416,5 +419,22 @@ async fn apply_priorities(conn: braid::Connection, plan: Vec<(Duration, f64)>) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod route_tests {
+    use super::*;
+
+    fn route_of(argv: &[&str]) -> anyhow::Result<Route> {
+        route(&crate::cli::parse_flags::<SendArgs>(argv))
+    }
+
+    #[test]
+    fn the_tcp_congestion_flag_takes_the_engine_over_tcp_and_only_that() {
+        let here = env!("CARGO_MANIFEST_DIR");
+        assert_eq!(route_of(&["--to", "127.0.0.1:1", "--tcp-congestion", "reno", here]).unwrap(), Route::Engine);
+        let e = route_of(&["--to", "127.0.0.1:1", "--transport", "braid", "--tcp-congestion", "reno", here]).unwrap_err();
+        assert!(e.to_string().contains("--tcp-congestion applies to kernel TCP streams"), "{e}");
     }
 }

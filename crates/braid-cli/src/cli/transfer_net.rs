@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn insecure_means_plain_tcp() {
         let insecure: SecurityArgs = crate::cli::parse_flags(&["--insecure-no-auth"]);
-        let (_, protection) = connector(&insecure, "127.0.0.1:9".parse().unwrap()).unwrap();
+        let (_, protection) = connector(&insecure, "127.0.0.1:9".parse().unwrap(), TcpCongestion::default()).unwrap();
         let protection = protection.get();
         assert!(!protection.encrypted);
         assert_eq!(protection.trust, "insecure-no-auth");
@@ -258,7 +258,7 @@ mod tests {
         assert!(served.encrypted);
         let listener = TlsAcceptor::bind("127.0.0.1:0".parse().unwrap(), tls_settings(&server).unwrap()).await.unwrap();
         let to = listener.local_addr().unwrap();
-        let (connector, handle) = connector(&client, to).unwrap();
+        let (connector, handle) = connector(&client, to, TcpCongestion::default()).unwrap();
         assert!(handle.get().peer_key.is_none());
         let (client_side, server_side) = tokio::join!(connector.connect(StreamRole::Data), listener.accept());
         let (mut c, mut s) = (client_side.unwrap(), server_side.unwrap());

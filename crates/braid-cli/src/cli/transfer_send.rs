@@ -280,9 +280,6 @@ pub async fn run(job: TreeSend<'_>) -> anyhow::Result<Outcome> {
             let (connector, protection) = transfer_net::connector(job.security, job.to, congestion.clone())?;
             (connector, protection, "tcp")
         }
-        TreeTransport::Braid { .. } if job.engine.tcp_congestion.is_some() => {
-            anyhow::bail!("--tcp-congestion applies to --transport tcp; Braid streams choose theirs with --cc")
-        }
         TreeTransport::Braid { config, priority, multipath } => {
             let endpoint =
                 braid::Endpoint::bind_with(unspecified_for(job.to), *config).context("cannot open a UDP socket")?;
