@@ -21,7 +21,7 @@
 //! * [`plan`]: how a manifest is cut into chunks (small files bundled), identically on both ends.
 //! * [`transport`]: the byte streams (kernel TCP by default, with `TCP_INFO` loss counters);
 //!   [`tls`]: the same over TLS 1.3, both ends authenticated by their Braid identities.
-//!   [`congestion`]: which kernel congestion control those TCP streams run (CUBIC by default).
+//!   [`congestion`]: which kernel congestion control those TCP streams run (the host's unless asked).
 //! * [`mod@send`] and [`receive`]: the sender's read and network pools and the receiver's write
 //!   pool, tuned per probe interval; [`journal`]: the receiver's resume journal.
 //! * [`pool`]: resizable worker slots and the busy-time stage meter; [`buffer`]: recycled chunk

@@ -107,8 +107,8 @@ pub struct EngineSendArgs {
     pub progress: Option<ProgressKind>,
     /// Kernel congestion control of the TCP streams (`--transport tcp`): an algorithm's name
     /// (cubic, bbr, reno, ...; the stream fails if the kernel cannot run it) or `kernel` (the
-    /// host's default). Default: cubic where the kernel offers it (the tuner reads loss as the
-    /// price of more streams, which holds for loss-based control), else the host's default.
+    /// host's default, the default). cubic fills a clean path better than BBR v1 but makes
+    /// transfers sharing a bottleneck open more streams: ask for it on a path you own.
     #[arg(long, value_name = "NAME|kernel", value_parser = braid_transfer::congestion::TcpCongestion::parse)]
     pub tcp_congestion: Option<braid_transfer::congestion::TcpCongestion>,
 }
