@@ -494,7 +494,7 @@ fn keygen(braid: &Path, path: &Path) -> Result<String, TemplateError> {
 }
 
 /// The `threads` of `braid send --json`'s summary (its last JSON line) and the congestion
-/// control its TCP streams ran (`tcp_congestion`; Braid sets its own, whatever the host's).
+/// control its TCP streams ran (`tcp_congestion`: the host's, or what `--tcp-congestion` chose).
 fn braid_threads(lines: &[String]) -> Result<(Vec<ThreadSample>, Option<String>), TemplateError> {
     let summary = lines
         .iter()
