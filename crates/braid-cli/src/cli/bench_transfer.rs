@@ -31,7 +31,8 @@ use super::{emit, Outcome};
 #[derive(Debug, Args)]
 pub struct BenchTransferArgs {
     /// The scenario: read, network or write (that stage is the bottleneck), mixed (each stage its own
-    /// optimum), small-files, large, or competing (1 to 4 transfers on one bottleneck).
+    /// optimum), small-files, small-files-wan (the same tree over a wide-area path whose hosts cap each
+    /// connection), large, or competing (1 to 4 transfers on one bottleneck).
     #[arg(long, value_name = "NAME", value_parser = parse_scenario)]
     scenario: Scenario,
     /// A smaller version (less data, a coarser sweep): what CI runs.
@@ -64,6 +65,10 @@ pub struct BenchTransferArgs {
     /// Run Braid without authentication or encryption (by default TLS 1.3 with keys pinned on both ends).
     #[arg(long)]
     insecure_no_auth: bool,
+    /// Congestion control of Braid's TCP streams (`braid send --tcp-congestion`), e.g. cubic; iperf3's
+    /// comparison runs the same. Default: the host's. rsync and rclone keep the host's either way.
+    #[arg(long, value_name = "NAME")]
+    tcp_congestion: Option<String>,
 }
 
 fn parse_scenario(s: &str) -> Result<Scenario, String> {
@@ -96,6 +101,7 @@ fn common(args: &BenchTransferArgs) -> Vec<(String, Value)> {
         ("encrypted".into(), Value::Bool(!args.insecure_no_auth)),
         ("probe_interval".into(), Value::Duration(args.probe_interval.unwrap_or(BENCH_PROBE_INTERVAL))),
         ("transfer_timeout".into(), Value::Duration(args.timeout)),
+        ("tcp_congestion".into(), Value::String(args.tcp_congestion.clone().unwrap_or_default())),
     ]
 }
 
@@ -199,7 +205,7 @@ mod tests {
     #[test]
     fn bad_values_name_the_allowed_form() {
         let e = parse_scenario("fast").unwrap_err();
-        assert!(e.contains("read, network, write, mixed, small-files, large, competing"), "{e}");
+        assert!(e.contains("read, network, write, mixed, small-files, small-files-wan, large, competing"), "{e}");
         assert!(parse_link("rtt=fast").unwrap_err().contains("invalid link"));
     }
 }

@@ -116,6 +116,10 @@ impl Template for Transfer {
                 .doc("braid: staging cap on each side; 0: braid's default"),
             ParamDecl::config("fsync", ParamType::Bool, Value::Bool(true))
                 .doc("braid: the receiver makes each file durable before its rename (rsync and rclone do not)"),
+            ParamDecl::config("tcp_congestion", ParamType::String, Value::String(String::new())).doc(
+                "braid: congestion control of its TCP streams (braid send --tcp-congestion; iperf3's comparison follows); \
+                 empty: the host's. The peers keep the host's (a namespace cannot change its default here)",
+            ),
             ParamDecl::config("encrypted", ParamType::Bool, Value::Bool(true))
                 .doc("braid: TLS 1.3 with keys pinned on both sides; false: --insecure-no-auth"),
             ParamDecl::config("rclone_transfers", ParamType::int_range(1, 256), Value::Int(4))
@@ -272,6 +276,7 @@ struct Settings {
     chunk_size: u64,
     staging_memory: u64,
     fsync: bool,
+    tcp_congestion: String,
     encrypted: bool,
     rclone_transfers: u32,
     streams: u32,
@@ -339,6 +344,7 @@ impl Settings {
             chunk_size,
             staging_memory: p.size("staging_memory")?,
             fsync: p.bool("fsync")?,
+            tcp_congestion: tcp_congestion_param(p)?,
             encrypted: p.bool("encrypted")?,
             rclone_transfers: int("rclone_transfers")?,
             streams: int("streams")?,
@@ -412,6 +418,9 @@ impl Settings {
         }
         if !self.fsync {
             o.serve.push("--no-fsync".into());
+        }
+        if !self.tcp_congestion.is_empty() {
+            o.send.extend(["--tcp-congestion".into(), self.tcp_congestion.clone()]);
         }
         Ok(o)
     }
@@ -503,6 +512,17 @@ fn braid_threads(lines: &[String]) -> Result<(Vec<ThreadSample>, Option<String>)
         .ok_or_else(|| TemplateError::Failed("braid send printed no JSON summary".into()))?;
     let threads = serde_json::from_value(summary["threads"].clone()).context("braid send's threads")?;
     Ok((threads, summary["tcp_congestion"].as_str().map(str::to_string)))
+}
+
+/// The `tcp_congestion` parameter: empty (the host's) or an algorithm's
+/// name as the kernel spells it (braid's streams; the other tools keep
+/// the host's, as with the other braid-only parameters).
+fn tcp_congestion_param(p: &Params) -> Result<String, TemplateError> {
+    let name = p.str("tcp_congestion")?.trim().to_string();
+    if !name.is_empty() && (name.len() > 15 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')) {
+        return Err(invalid(format!("tcp_congestion: `{name}` is not an algorithm name (letters, digits, _; at most 15, e.g. cubic, bbr, reno)")));
+    }
+    Ok(name)
 }
 
 /// The TCP congestion control host `a` runs (per namespace on Linux).

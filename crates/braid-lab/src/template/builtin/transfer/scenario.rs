@@ -16,6 +16,12 @@
 //! - **mixed**: all three at once, each stage with its own optimum;
 //! - **small-files**, **large**: no emulation; Braid against rsync and
 //!   rclone (and iperf3's memory-to-memory ceiling for large files);
+//! - **small-files-wan**: the same tree over the network scenario's
+//!   wide-area path, where the hosts' capped TCP buffers hold each
+//!   connection to about buffer / RTT (the per-connection limit of the
+//!   paper's wide-area runs): a single-connection tool (rsync) moves one
+//!   stream's worth, a tool with parallel connections what the link
+//!   carries;
 //! - **competing**: 1 to 4 Braid transfers on one bottleneck: fairness
 //!   (Jain's index) and the workers all of them use together.
 //!
@@ -41,6 +47,8 @@ pub enum Scenario {
     Mixed,
     /// Many small files.
     SmallFiles,
+    /// Many small files over a wide-area path with a per-connection limit.
+    SmallFilesWan,
     /// A large file on a clean path.
     Large,
     /// Several transfers share one bottleneck.
@@ -49,12 +57,13 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Read,
         Scenario::Network,
         Scenario::Write,
         Scenario::Mixed,
         Scenario::SmallFiles,
+        Scenario::SmallFilesWan,
         Scenario::Large,
         Scenario::Competing,
     ];
@@ -67,6 +76,7 @@ impl Scenario {
             Scenario::Write => "write",
             Scenario::Mixed => "mixed",
             Scenario::SmallFiles => "small-files",
+            Scenario::SmallFilesWan => "small-files-wan",
             Scenario::Large => "large",
             Scenario::Competing => "competing",
         }
@@ -200,6 +210,17 @@ impl ScenarioSpec {
                 ..base
             },
             Scenario::SmallFiles => ScenarioSpec {
+                files: shrink(50_000, 5_000),
+                size: (1000, 16_000),
+                sweep_files: 0,
+                ..base
+            },
+            // The network scenario's path and buffer cap (one connection carries about 20
+            // Mbit/s of its 300): what a tool gains from parallel connections on a wide-area
+            // path, with the per-file costs of the small-files tree.
+            Scenario::SmallFilesWan => ScenarioSpec {
+                link: "rtt=40ms,rate=300mbit".into(),
+                stream_buffer: 256 << 10,
                 files: shrink(50_000, 5_000),
                 size: (1000, 16_000),
                 sweep_files: 0,

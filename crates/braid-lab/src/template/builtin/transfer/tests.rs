@@ -19,6 +19,7 @@ fn bad_values_are_refused_naming_the_parameter() {
             ("probe_interval", Value::Duration(Duration::from_millis(1)), "probe_interval: expected 10ms to 60s"),
             ("iperf3_secs", Value::Duration(Duration::ZERO), "iperf3_secs: expected 1s to 120s"),
             ("chunk_size", Value::Size(0), "chunk_size: expected 1 byte to 32MiB"),
+            ("tcp_congestion", Value::String("cubic; rm".into()), "tcp_congestion: `cubic; rm` is not an algorithm name"),
         ],
         Settings::from_params,
     );
@@ -38,9 +39,11 @@ fn braid_flags_follow_the_parameters() {
     p.insert("emulate_write", Value::String("10MiB/s,40MiB/s".into()));
     p.insert("fsync", Value::Bool(false));
     p.insert("staging_memory", Value::Size(64 << 20));
+    p.insert("tcp_congestion", Value::String("cubic".into()));
     let s = Settings::from_params(&p).unwrap();
     let o = s.braid_options(Path::new("/nonexistent/braid"), Path::new("/nonexistent")).unwrap();
     let send = o.send.join(" ");
+    assert!(send.contains("--tcp-congestion cubic"), "{send}");
     assert!(send.contains("--insecure-no-auth"), "{send}");
     assert!(send.contains("--tuner falcon"), "{send}");
     assert!(send.contains("--net 3") && !send.contains("--read") && !send.contains("--write"), "{send}");
