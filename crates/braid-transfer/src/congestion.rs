@@ -10,10 +10,12 @@
 //! - two to four transfers sharing a 300 Mbit/s bottleneck: under CUBIC each transfer's network
 //!   stage kept adding streams (a new stream takes its share from the other transfers' streams
 //!   faster than the loss term, seed 002 eq. 2, charges for it): 41 workers in all for four
-//!   transfers, Jain's index 0.95; under BBR 16 workers (one transfer needs 3.3), Jain 0.99.
+//!   transfers, Jain's index 0.95; under BBR 16–21 workers (one transfer needs 3.3), Jain 0.99.
+//!   Since the tuner stops adding streams at a full bottleneck (its standing queue, see
+//!   `tuner`'s "A full bottleneck"), both stay at 3 workers per transfer (3/6/9/12, Jain ≥ 0.99).
 //!
-//! Since the second is a transfer being a bad neighbour, the default stays the host's choice,
-//! and a user who owns the path asks for `cubic`.
+//! The default stays the host's choice (the host's administrator chose it for the host's paths),
+//! and a user who wants CUBIC's last 2% on a clean path asks for `cubic`.
 
 use std::io;
 use std::os::fd::AsRawFd;

@@ -161,6 +161,15 @@ struct Shared {
     net_meter: BusyMeter,
     retransmitted: AtomicU64,
     segments: AtomicU64,
+    /// The smallest round-trip time any stream has seen, µs (`u64::MAX` before one): the path's
+    /// base RTT, shared because the streams share the path and a stream opened while a queue
+    /// stands never sees it itself.
+    base_rtt_us: AtomicU64,
+    /// Sum of the streams' queuing delays (smoothed RTT minus base RTT) sampled after each chunk,
+    /// µs, and the number of samples: the network stage's standing queue (see the tuner's "A full
+    /// bottleneck").
+    queue_us_sum: AtomicU64,
+    queue_samples: AtomicU64,
     wire_bytes: AtomicU64,
     emulate_read: Option<Throttle>,
     bwlimit: Option<Throttle>,
@@ -320,6 +329,9 @@ pub async fn send<P: AsRef<Path>>(
         net_meter: BusyMeter::default(),
         retransmitted: AtomicU64::new(0),
         segments: AtomicU64::new(0),
+        base_rtt_us: AtomicU64::new(u64::MAX),
+        queue_us_sum: AtomicU64::new(0),
+        queue_samples: AtomicU64::new(0),
         wire_bytes: AtomicU64::new(0),
         emulate_read,
         bwlimit,
@@ -352,6 +364,7 @@ pub async fn send<P: AsRef<Path>>(
     let mut last_tick = Instant::now();
     let mut last_sent = 0u64;
     let mut last_loss = (0u64, 0u64);
+    let mut last_queue = (0u64, 0u64);
     let result = loop {
         tokio::select! {
             outcome = &mut control_task => {
@@ -372,6 +385,9 @@ pub async fn send<P: AsRef<Path>>(
                 let (retrans, segs) = (shared.retransmitted.load(Ordering::Acquire), shared.segments.load(Ordering::Acquire));
                 let loss = ratio(retrans - last_loss.0, segs - last_loss.1);
                 last_loss = (retrans, segs);
+                let queue = (shared.queue_us_sum.load(Ordering::Acquire), shared.queue_samples.load(Ordering::Acquire));
+                let queuing = standing_queue(queue.0 - last_queue.0, queue.1 - last_queue.1, shared.base_rtt_us.load(Ordering::Acquire));
+                last_queue = queue;
                 let write = writer_state.lock().unwrap_or_else(PoisonError::into_inner).take(concurrency.write);
                 let sent = shared.net_meter.total_bytes();
                 samples.push(IntervalSample {
@@ -388,7 +404,7 @@ pub async fn send<P: AsRef<Path>>(
                 });
                 last_sent = sent;
                 let observations = StageObservations {
-                    read: Observation { workers: read_workers, throughput: read.throughput, loss: 0.0, in_use: Some(read.in_use) },
+                    read: Observation { workers: read_workers, throughput: read.throughput, loss: 0.0, in_use: Some(read.in_use), queuing: None },
                     // A stream the receiver is not reading (its writers have enough) blocks its
                     // worker in a send: busy, but waiting for the writers, not for the network.
                     network: Observation {
@@ -396,6 +412,7 @@ pub async fn send<P: AsRef<Path>>(
                         throughput: network.throughput,
                         loss,
                         in_use: Some((network.in_use - write.held_streams).max(0.0)),
+                        queuing,
                     },
                     // A report already scored (the receiver's tick has not come round) measures
                     // nothing new: offered under a worker count the tuner does not hold, it is
@@ -405,6 +422,7 @@ pub async fn send<P: AsRef<Path>>(
                         throughput: write.throughput,
                         loss: 0.0,
                         in_use: write.in_use,
+                        queuing: None,
                     },
                 };
                 let next = match tuner.observe(&observations) {
@@ -768,4 +786,15 @@ fn requeue(shared: &Shared, header: &ChunkHeader) {
 fn add_loss(shared: &Shared, before: LossCounters, now: LossCounters) {
     shared.retransmitted.fetch_add(now.retransmitted.saturating_sub(before.retransmitted), Ordering::AcqRel);
     shared.segments.fetch_add(now.sent.saturating_sub(before.sent), Ordering::AcqRel);
+    if now.min_rtt_us > 0 && now.smoothed_rtt_us > 0 {
+        let base = shared.base_rtt_us.fetch_min(u64::from(now.min_rtt_us), Ordering::AcqRel).min(u64::from(now.min_rtt_us));
+        shared.queue_us_sum.fetch_add(u64::from(now.smoothed_rtt_us).saturating_sub(base), Ordering::AcqRel);
+        shared.queue_samples.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The mean standing queue of `samples` samples summing to `queue_us`, as a fraction of the base
+/// RTT; `None` without samples or a base.
+fn standing_queue(queue_us: u64, samples: u64, base_rtt_us: u64) -> Option<f64> {
+    (samples > 0 && base_rtt_us > 0 && base_rtt_us != u64::MAX).then(|| queue_us as f64 / samples as f64 / base_rtt_us as f64)
 }

@@ -31,13 +31,17 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> ByteStream for T {}
 /// A boxed future, for the object-safe connector traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Retransmission counters of one stream.
+/// Retransmission counters and round-trip times of one stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LossCounters {
     /// Segments retransmitted so far.
     pub retransmitted: u64,
     /// Segments sent so far.
     pub sent: u64,
+    /// Smoothed round-trip time now, µs (0: unknown).
+    pub smoothed_rtt_us: u32,
+    /// Smallest round-trip time seen, µs (0: unknown).
+    pub min_rtt_us: u32,
 }
 
 /// Reads a stream's loss counters while another task uses the stream.
@@ -274,7 +278,8 @@ fn socket_option(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> Op
     (rc == 0).then_some(value)
 }
 
-/// `tcpi_total_retrans` and `tcpi_segs_out` of a TCP socket (Linux ≥ 4.2); `None` elsewhere.
+/// `tcpi_total_retrans` and `tcpi_segs_out` of a TCP socket (Linux ≥ 4.2), with `tcpi_rtt` and
+/// `tcpi_min_rtt` (Linux ≥ 4.6; 0 before); `None` elsewhere.
 #[cfg(target_os = "linux")]
 pub fn tcp_loss_counters(fd: &impl AsRawFd) -> Option<LossCounters> {
     let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
@@ -291,7 +296,13 @@ pub fn tcp_loss_counters(fd: &impl AsRawFd) -> Option<LossCounters> {
     // SAFETY: zero-initialised, then (partly) written by the kernel; every bit pattern is a valid
     // `tcp_info` (plain integers).
     let info = unsafe { info.assume_init() };
-    Some(LossCounters { retransmitted: u64::from(info.tcpi_total_retrans), sent: u64::from(info.tcpi_segs_out) })
+    let has_min_rtt = len as usize >= std::mem::offset_of!(libc::tcp_info, tcpi_min_rtt) + std::mem::size_of::<u32>();
+    Some(LossCounters {
+        retransmitted: u64::from(info.tcpi_total_retrans),
+        sent: u64::from(info.tcpi_segs_out),
+        smoothed_rtt_us: info.tcpi_rtt,
+        min_rtt_us: if has_min_rtt { info.tcpi_min_rtt } else { 0 },
+    })
 }
 
 /// `TCP_INFO` is Linux-only.

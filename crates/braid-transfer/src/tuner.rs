@@ -57,6 +57,24 @@
 //!   a write-bound transfer's network stage climbed on the megabytes each new stream's socket
 //!   buffers swallow once (3 → 21 streams where one carried the writers' 134 Mbit/s).
 //!
+//! # A full bottleneck (model)
+//! A stream added at a bottleneck that is already full buys no capacity, only a share of it:
+//! with `m` other streams on a link of capacity `C`, a transfer's `n` streams get `n·C/(n+m)`,
+//! so a transfer sharing the link sees each added stream pay (`C·m/(n+m)²`) and eq. 2 climbs,
+//! as does every other transfer's tuner in reply: four transfers on one 300 Mbit/s bottleneck
+//! ran 21 workers where one ran 3, and under CUBIC 41. The loss term is meant to stop this
+//! (Falcon's argument), but on a buffer of a BDP or more loss stays far below the 2% a stream
+//! must buy. A full bottleneck is seen in delay instead: its queue stands. So an observation may
+//! carry the streams' standing queue (smoothed RTT minus minimum RTT, over the minimum), and
+//! while it is at least `full_queue` the stage gets no more streams than it has (a ceiling, as
+//! for idle workers; the utility still chooses below it, so a transfer alone on the link keeps
+//! moving down to the fewest streams that fill it). The ceiling lifts once the queue is below
+//! half of that: capacity came free. The two signals cover each other's blind spot: a deep
+//! buffer shows a full link in delay and little in loss, a shallow one in loss (eq. 2) and
+//! little in delay. A link whose streams are each window-limited (the wide-area case the paper
+//! tunes for) has no queue until their sum reaches its rate, so the search climbs as before
+//! and stops where the link is full.
+//!
 //! # Bracket refinement (model)
 //! Once the optimum is bracketed, the next candidate is the knee of the stage model the paper's
 //! testbeds are built on — throughput rises linearly with workers up to a cap, `T(n) = min(n·p,
@@ -130,6 +148,11 @@ pub struct TunerConfig {
     /// Default 0.95: a bottleneck's workers are busy all the time but for the moments between
     /// one piece of work and the next.
     pub lift: f64,
+    /// Standing queue, as a fraction of the base RTT, at which the network stage's bottleneck
+    /// counts as full and the stage gets no more streams (see "A full bottleneck"); the ceiling
+    /// lifts below half of it. Default 0.25: more than a lone BBR flow's probing (pacing gain
+    /// 1.25 for one round in eight) or a window-limited stream's bursts put there.
+    pub full_queue: f64,
 }
 
 impl Default for TunerConfig {
@@ -149,6 +172,7 @@ impl Default for TunerConfig {
             memory: 20,
             saturation: 0.8,
             lift: 0.95,
+            full_queue: 0.25,
         }
     }
 }
@@ -223,6 +247,9 @@ impl TunerConfig {
         if !(self.lift.is_finite() && self.lift >= self.saturation && self.lift <= 1.0) {
             return Err(bad("lift", self.lift, "a number in saturation..=1"));
         }
+        if !(self.full_queue.is_finite() && self.full_queue > 0.0) {
+            return Err(bad("full_queue", self.full_queue, "a number > 0"));
+        }
         Ok(())
     }
 }
@@ -238,6 +265,10 @@ pub struct Observation {
     pub loss: f64,
     /// Mean number of workers busy during the interval, if measured (see "Idle workers").
     pub in_use: Option<f64>,
+    /// Network stage: the standing queue its streams saw during the interval, as a fraction of
+    /// their base round-trip time (TCP's smoothed RTT minus its minimum, over the minimum), if
+    /// measured (see "A full bottleneck").
+    pub queuing: Option<f64>,
 }
 
 impl Observation {
@@ -258,6 +289,9 @@ impl Observation {
         }
         if let Some(in_use) = self.in_use.filter(|u| !(u.is_finite() && *u >= 0.0)) {
             return Err(TunerError::Observation { field: "in_use", value: in_use, allowed: "a finite number >= 0" });
+        }
+        if let Some(queuing) = self.queuing.filter(|q| !(q.is_finite() && *q >= 0.0)) {
+            return Err(TunerError::Observation { field: "queuing", value: queuing, allowed: "a finite number >= 0" });
         }
         Ok(())
     }
@@ -362,7 +396,7 @@ enum Mode {
 /// for _ in 0..40 {
 ///     // A stage whose workers each move 60 units, up to 300 in total: the optimum is 5.
 ///     let throughput = (workers as f64 * 60.0).min(300.0);
-///     workers = tuner.observe(Observation { workers, throughput, loss: 0.0, in_use: None }).unwrap();
+///     workers = tuner.observe(Observation { workers, throughput, loss: 0.0, in_use: None, queuing: None }).unwrap();
 /// }
 /// assert_eq!(workers, 5);
 /// ```
@@ -383,6 +417,9 @@ pub struct StageTuner {
     probe_retried: bool,
     /// The most workers the stage was last seen to have use for (see "Idle workers").
     ceiling: Option<usize>,
+    /// The most streams the network stage had when its bottleneck was last seen full (see "A
+    /// full bottleneck").
+    full_at: Option<usize>,
 }
 
 impl StageTuner {
@@ -402,6 +439,7 @@ impl StageTuner {
             restarted: false,
             probe_retried: false,
             ceiling: None,
+            full_at: None,
             utility,
             config,
         })
@@ -454,6 +492,13 @@ impl StageTuner {
                 self.ceiling = None;
             }
         }
+        if let Some(queuing) = observation.queuing {
+            if queuing >= self.config.full_queue {
+                self.full_at = Some(self.full_at.map_or(self.current, |c| c.min(self.current)));
+            } else if queuing < 0.5 * self.config.full_queue {
+                self.full_at = None;
+            }
+        }
         let score = Score {
             workers: self.current,
             utility: self.utility.value(&self.config, self.current, observation.throughput, observation.loss),
@@ -494,7 +539,8 @@ impl StageTuner {
 
     /// The most workers the search may go to.
     fn highest(&self) -> usize {
-        self.ceiling.unwrap_or(self.config.max_workers).min(self.config.max_workers)
+        let full = self.full_at.unwrap_or(usize::MAX);
+        self.ceiling.unwrap_or(self.config.max_workers).min(self.config.max_workers).min(full)
     }
 
     fn move_to(&mut self, next: usize) {
@@ -892,7 +938,7 @@ impl FalconTuner {
             .min(observations.network.throughput)
             .min(observations.write.throughput);
         let workers = observations.network.workers;
-        self.inner.observe(Observation { workers, throughput, loss: observations.network.loss, in_use: None })?;
+        self.inner.observe(Observation { workers, throughput, loss: observations.network.loss, in_use: None, queuing: None })?;
         Ok(self.concurrency())
     }
 }

@@ -111,7 +111,7 @@ struct BraidLoss(Connection);
 impl LossProbe for BraidLoss {
     fn counters(&self) -> Option<LossCounters> {
         let stats = self.0.stats();
-        Some(LossCounters { retransmitted: stats.packets_lost, sent: stats.packets_sent })
+        Some(LossCounters { retransmitted: stats.packets_lost, sent: stats.packets_sent, ..LossCounters::default() })
     }
 }
 

@@ -64,7 +64,7 @@ impl Sim {
         }
         self.previous = n;
         let noise = 1.0 + self.rng.random_range(-self.noise..=self.noise);
-        Observation { workers: n, throughput: throughput * noise, loss: model.loss(n), in_use: None }
+        Observation { workers: n, throughput: throughput * noise, loss: model.loss(n), in_use: None, queuing: None }
     }
 
     fn run(&mut self, tuner: &mut StageTuner, model: &Model, intervals: usize) -> Vec<usize> {
@@ -227,12 +227,12 @@ fn settle_interval_is_not_scored() {
     let config = TunerConfig::default();
     let mut tuner = StageTuner::new(config, Utility::Io).unwrap();
     // The first interval is the start-up transient: even an absurd reading is ignored.
-    assert_eq!(tuner.observe(Observation { workers: 1, throughput: 1e12, loss: 0.0, in_use: None }), Ok(1));
-    assert_eq!(tuner.observe(Observation { workers: 1, throughput: 10.0, loss: 0.0, in_use: None }), Ok(2));
+    assert_eq!(tuner.observe(Observation { workers: 1, throughput: 1e12, loss: 0.0, in_use: None, queuing: None }), Ok(1));
+    assert_eq!(tuner.observe(Observation { workers: 1, throughput: 10.0, loss: 0.0, in_use: None, queuing: None }), Ok(2));
     // The change to 2 is settling: a reading there does not move the tuner.
-    assert_eq!(tuner.observe(Observation { workers: 2, throughput: 0.0, loss: 0.0, in_use: None }), Ok(2));
+    assert_eq!(tuner.observe(Observation { workers: 2, throughput: 0.0, loss: 0.0, in_use: None, queuing: None }), Ok(2));
     // Scored: 2 workers doubled the throughput, so the tuner climbs further.
-    let next = tuner.observe(Observation { workers: 2, throughput: 20.0, loss: 0.0, in_use: None }).unwrap();
+    let next = tuner.observe(Observation { workers: 2, throughput: 20.0, loss: 0.0, in_use: None, queuing: None }).unwrap();
     assert!(next > 2, "{next}");
 }
 
@@ -262,9 +262,9 @@ fn bad_config_and_observations_are_named() {
     let config = TunerConfig { max_workers: 0, ..TunerConfig::default() };
     assert!(StageTuner::new(config, Utility::Io).unwrap_err().to_string().contains("max_workers"));
     let mut tuner = StageTuner::new(TunerConfig::default(), Utility::Network).unwrap();
-    let err = tuner.observe(Observation { workers: 1, throughput: f64::NAN, loss: 0.0, in_use: None }).unwrap_err();
+    let err = tuner.observe(Observation { workers: 1, throughput: f64::NAN, loss: 0.0, in_use: None, queuing: None }).unwrap_err();
     assert!(err.to_string().contains("throughput"), "{err}");
-    let err = tuner.observe(Observation { workers: 1, throughput: 1.0, loss: 1.5, in_use: None }).unwrap_err();
+    let err = tuner.observe(Observation { workers: 1, throughput: 1.0, loss: 1.5, in_use: None, queuing: None }).unwrap_err();
     assert!(err.to_string().contains("loss"), "{err}");
     let marlin = MarlinTuner::new(TunerConfig::default()).unwrap();
     assert!(marlin.pin(Stage::Read, 0).is_err());
@@ -280,8 +280,8 @@ fn pinned_stage_stays_put() {
         assert_eq!(c.network, 4);
         let obs = StageObservations {
             read: sim.interval(&model, c.read),
-            network: Observation { workers: 4, throughput: 40.0, loss: 0.0, in_use: None },
-            write: Observation { workers: c.write, throughput: model.throughput(c.write), loss: 0.0, in_use: None },
+            network: Observation { workers: 4, throughput: 40.0, loss: 0.0, in_use: None, queuing: None },
+            write: Observation { workers: c.write, throughput: model.throughput(c.write), loss: 0.0, in_use: None, queuing: None },
         };
         marlin.observe(&obs).unwrap();
     }
@@ -323,7 +323,7 @@ fn failure_rate() {
 fn starved_interval(rng: &mut ChaCha8Rng, model: &Model, input: f64, n: usize) -> Observation {
     let noise = 1.0 + rng.random_range(-NOISE..=NOISE);
     let in_use = (n as f64 * input / model.throughput(n)).min(n as f64) * noise;
-    Observation { workers: n, throughput: model.throughput(n) * noise, loss: 0.0, in_use: Some(in_use) }
+    Observation { workers: n, throughput: model.throughput(n) * noise, loss: 0.0, in_use: Some(in_use), queuing: None }
 }
 
 proptest! {
@@ -377,8 +377,69 @@ fn a_saturated_stage_is_searched_as_without_the_measure() {
 #[test]
 fn a_bad_in_use_is_refused() {
     let mut tuner = StageTuner::new(TunerConfig::default(), Utility::Io).unwrap();
-    let err = tuner.observe(Observation { workers: 1, throughput: 1.0, loss: 0.0, in_use: Some(f64::NAN) }).unwrap_err();
+    let err = tuner.observe(Observation { workers: 1, throughput: 1.0, loss: 0.0, in_use: Some(f64::NAN), queuing: None }).unwrap_err();
     assert!(err.to_string().contains("in_use"), "{err}");
     assert!(TunerConfig { saturation: 0.0, ..TunerConfig::default() }.validate().is_err());
     assert!(TunerConfig { lift: 0.5, ..TunerConfig::default() }.validate().is_err());
+}
+
+/// Several transfers, each tuned by its own network stage, on one bottleneck of capacity `cap`
+/// with a buffer of `buffer_rtts` base RTTs: every stream gets an equal share (`n·C/N`), the
+/// queue stands at the buffer's depth once the offered load passes the capacity, and loss is
+/// what a buffer that deep costs (small). Returns each transfer's stream counts over time.
+fn shared_bottleneck(transfers: usize, per_stream: f64, cap: f64, report_queue: bool, seed: u64) -> Vec<Vec<usize>> {
+    let mut tuners: Vec<StageTuner> =
+        (0..transfers).map(|_| StageTuner::new(TunerConfig::default(), Utility::Network).unwrap()).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut traces = vec![Vec::new(); transfers];
+    for _ in 0..60 {
+        let counts: Vec<usize> = tuners.iter().map(StageTuner::workers).collect();
+        let total: usize = counts.iter().sum();
+        let offered = total as f64 * per_stream;
+        let full = offered >= cap;
+        for (i, tuner) in tuners.iter_mut().enumerate() {
+            let n = counts[i];
+            traces[i].push(n);
+            let share = if full { n as f64 * cap / total as f64 } else { n as f64 * per_stream };
+            let noise = 1.0 + rng.random_range(-NOISE..=NOISE);
+            let queuing = report_queue.then_some(if full { 0.8 } else { 0.02 });
+            let loss = if full { 1e-4 } else { 0.0 };
+            tuner.observe(Observation { workers: n, throughput: share * noise, loss, in_use: None, queuing }).unwrap();
+        }
+    }
+    traces
+}
+
+#[test]
+fn transfers_sharing_a_full_bottleneck_stop_adding_streams() {
+    // One stream fills the link alone: each of four transfers stays at about one stream, where
+    // without the queue signal each climbs on the share it takes from the others.
+    for seed in 0..8 {
+        let with = shared_bottleneck(4, 100.0, 100.0, true, seed);
+        let total: usize = with.iter().map(|t| t[40..].iter().max().copied().unwrap_or(0)).sum();
+        assert!(total <= 5, "seed {seed}: {with:?}");
+        let without = shared_bottleneck(4, 100.0, 100.0, false, seed);
+        let total: usize = without.iter().map(|t| *t.last().unwrap()).sum();
+        assert!(total >= 8, "seed {seed}: without the signal the transfers should escalate: {without:?}");
+    }
+}
+
+#[test]
+fn window_limited_streams_climb_until_the_link_is_full() {
+    // Each stream carries a tenth of the link (the wide-area case): no queue until ten streams,
+    // so the search climbs to about ten and holds there (but for its periodic probes down).
+    for seed in 0..8 {
+        let trace = &shared_bottleneck(1, 10.0, 100.0, true, seed)[0];
+        let tail = &trace[30..];
+        let held = tail.iter().filter(|&&n| (9..=12).contains(&n)).count();
+        assert!(held * 10 >= tail.len() * 8 && tail.iter().all(|&n| n <= 12), "seed {seed}: {trace:?}");
+    }
+}
+
+#[test]
+fn a_bad_queuing_is_refused() {
+    let mut tuner = StageTuner::new(TunerConfig::default(), Utility::Network).unwrap();
+    let err = tuner.observe(Observation { workers: 1, throughput: 1.0, loss: 0.0, in_use: None, queuing: Some(-1.0) }).unwrap_err();
+    assert!(err.to_string().contains("queuing"), "{err}");
+    assert!(TunerConfig { full_queue: 0.0, ..TunerConfig::default() }.validate().is_err());
 }
