@@ -41,6 +41,11 @@ pub struct BenchTransferArgs {
     /// Replace the scenario's link, e.g. rtt=20ms,rate=2gbit (the storage emulation stays).
     #[arg(long, value_name = "SPEC", value_parser = parse_link)]
     link: Option<String>,
+    /// The hosts' largest TCP socket buffer, e.g. 256KiB: each stream then carries about
+    /// buffer/RTT (the per-connection limit of wide-area paths); 0 lifts it. Default: the
+    /// scenario's (network, mixed and small-files-wan cap it at 256 KiB).
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_size)]
+    stream_buffer: Option<braid::size::ByteSize>,
     /// Files of the tree (default: the scenario's; small-files 50,000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     files: Option<u64>,
@@ -91,6 +96,9 @@ fn spec(args: &BenchTransferArgs) -> ScenarioSpec {
     }
     if let Some(files) = args.files {
         spec.files = files;
+    }
+    if let Some(buffer) = args.stream_buffer {
+        spec.stream_buffer = buffer.0;
     }
     spec
 }
@@ -194,9 +202,9 @@ mod tests {
 
     #[test]
     fn flags_override_the_scenario() {
-        let a = args(&["--scenario", "small-files", "--files", "1000", "--link", "rtt=2ms,rate=100mbit", "--insecure-no-auth"]);
+        let a = args(&["--scenario", "small-files", "--files", "1000", "--link", "rtt=2ms,rate=100mbit", "--insecure-no-auth", "--stream-buffer", "256KiB"]);
         let s = spec(&a);
-        assert_eq!((s.files, s.link.as_str()), (1000, "rtt=2ms,rate=100mbit"));
+        assert_eq!((s.files, s.link.as_str(), s.stream_buffer), (1000, "rtt=2ms,rate=100mbit", 256 << 10));
         let c = common(&a);
         assert!(c.contains(&("encrypted".to_string(), Value::Bool(false))));
         assert!(c.contains(&("probe_interval".to_string(), Value::Duration(BENCH_PROBE_INTERVAL))));
