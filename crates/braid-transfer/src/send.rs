@@ -793,8 +793,30 @@ fn add_loss(shared: &Shared, before: LossCounters, now: LossCounters) {
     }
 }
 
+/// Below this base RTT the standing queue is judged against it, µs: on a LAN or loopback, host
+/// scheduling and interrupt coalescing move the RTT by a fraction of a millisecond with no queue
+/// at all, which against a base of tens of microseconds would read as a full bottleneck. A
+/// buffer that shallow shows a full link in loss instead (eq. 2).
+const SHORTEST_QUEUE_BASE_US: u64 = 4_000;
+
 /// The mean standing queue of `samples` samples summing to `queue_us`, as a fraction of the base
-/// RTT; `None` without samples or a base.
+/// RTT (at least [`SHORTEST_QUEUE_BASE_US`]); `None` without samples or a base.
 fn standing_queue(queue_us: u64, samples: u64, base_rtt_us: u64) -> Option<f64> {
-    (samples > 0 && base_rtt_us > 0 && base_rtt_us != u64::MAX).then(|| queue_us as f64 / samples as f64 / base_rtt_us as f64)
+    (samples > 0 && base_rtt_us > 0 && base_rtt_us != u64::MAX)
+        .then(|| queue_us as f64 / samples as f64 / base_rtt_us.max(SHORTEST_QUEUE_BASE_US) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::standing_queue;
+
+    #[test]
+    fn the_standing_queue_is_a_fraction_of_the_base_rtt_judged_against_at_least_4_ms() {
+        assert_eq!(standing_queue(0, 0, 20_000), None);
+        assert_eq!(standing_queue(10_000, 1, u64::MAX), None);
+        // 20 ms base, a mean queue of 5 ms: a quarter of it.
+        assert_eq!(standing_queue(50_000, 10, 20_000), Some(0.25));
+        // Loopback: 30 µs of jitter over a 20 µs base is no queue.
+        assert_eq!(standing_queue(300, 10, 20), Some(30.0 / 4_000.0));
+    }
 }
