@@ -768,7 +768,7 @@ async fn network_worker(shared: &Arc<Shared>, slot: usize) -> Result<(), Transfe
         busy.done(header.len);
         shared.wire_bytes.fetch_add(wire, Ordering::AcqRel);
         if let Some(now) = probe.as_ref().and_then(|p| p.counters()) {
-            add_loss(shared, last, now);
+            record_stream_counters(shared, last, now);
             last = now;
         }
     }
@@ -783,7 +783,9 @@ fn requeue(shared: &Shared, header: &ChunkHeader) {
     }
 }
 
-fn add_loss(shared: &Shared, before: LossCounters, now: LossCounters) {
+/// Adds a stream's retransmissions and segments since `before` to the transfer's, and samples its
+/// standing queue against the transfer's base RTT.
+fn record_stream_counters(shared: &Shared, before: LossCounters, now: LossCounters) {
     shared.retransmitted.fetch_add(now.retransmitted.saturating_sub(before.retransmitted), Ordering::AcqRel);
     shared.segments.fetch_add(now.sent.saturating_sub(before.sent), Ordering::AcqRel);
     if now.min_rtt_us > 0 && now.smoothed_rtt_us > 0 {
