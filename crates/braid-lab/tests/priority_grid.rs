@@ -150,3 +150,38 @@ fn the_grid_sample_meets_the_acceptance_criteria() {
         render(&misses)
     );
 }
+
+/// Points where no queue shows to the yielding p = 0 controller
+/// (`adaptive = 1`) while TCP is there (CoDel, PIE and fq_codel, and a
+/// one-BDP drop-tail buffer at 10 ms): without the contention memory
+/// (braid-recovery `cc::contention`) competing TCP kept 0.71–0.79 of its
+/// alone rate at these points, so every one missed the bar; with it TCP
+/// keeps ≥ 0.9 and p = 0 still fills the link alone before and after.
+#[test]
+fn yielding_p0_keeps_out_of_tcps_way_where_no_queue_shows() {
+    let point = |rtt_ms: u64, rate: u64, queue_bdp: f64, aqm: &str, tcp: &str| GridPoint {
+        rtt: Duration::from_millis(rtt_ms),
+        rate: Rate::from_mbit(rate),
+        queue_bdp,
+        aqm: aqm.to_string(),
+        tcp: tcp.to_string(),
+        p: 0.0,
+    };
+    let points = [
+        point(10, 20, 1.0, "fq_codel", "newreno"),
+        point(10, 20, 4.0, "codel", "newreno"),
+        point(50, 5, 1.0, "pie", "cubic"),
+        point(10, 20, 1.0, "droptail", "newreno"),
+    ];
+    let like = GridAxes { epochs: 3.0, max_phase: MAX_PHASE, ..GridAxes::default() };
+    let extra = [("params", braid_lab::param::Value::String("adaptive=1".into()))];
+    let plan = plan_points("ci-yielding-p0", Arc::new(SimPriority), &points, &like, &extra, 1).unwrap();
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let results = run_plan(Arc::new(SimPriority), plan, jobs, Some(Duration::from_secs(600)), false).unwrap();
+    let rows = rows(&results).unwrap();
+    let all: Vec<&GridRow> = rows.iter().collect();
+    eprintln!("{}", render(&all));
+    assert!(rows.iter().any(|r| r.check == "polite.with_tcp.tcp_over_tcp_alone"));
+    let misses: Vec<&GridRow> = rows.iter().filter(|r| !r.pass).collect();
+    assert!(misses.is_empty(), "{} of {} checks missed:\n{}", misses.len(), rows.len(), render(&misses));
+}

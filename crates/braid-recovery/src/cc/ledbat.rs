@@ -356,6 +356,11 @@ impl LedbatCore {
 
     pub(super) fn on_ack(&mut self, w: &mut Window, now: Instant, acked: &Acked) {
         self.observe(now, acked);
+        if self.yields() {
+            let srtt = self.srtt();
+            self.yielding
+                .count_acked(now, acked.bytes, acked.app_limited, srtt, w.smss);
+        }
         let grow = w.on_ack(acked);
         let shrink = if w.in_recovery() { 0 } else { acked.bytes };
         let queuing = self.delays.queuing_delay_us();
@@ -417,7 +422,8 @@ impl LedbatCore {
         let next = match step {
             Step::Grow => cwnd + self.gain * grow as f64 * smss / cwnd,
             Step::Shrink(factor) => cwnd * factor,
-            Step::Hold => return,
+            // Hold, but within contention's cap once it starts.
+            Step::Hold => cwnd,
             Step::Restore(window) => {
                 // The cross traffic left: slow-start back to the window we
                 // yielded from (ssthresh), ending early at the target's
@@ -430,6 +436,11 @@ impl LedbatCore {
                 }
                 return;
             }
+        };
+        // Contended ([`super::contention`]): a small share of the path.
+        let next = match self.yielding.window_cap(self.base_rtt_us()) {
+            Some(cap) => next.min(cap),
+            None => next,
         };
         self.set_cwnd(w, next);
     }
@@ -529,7 +540,7 @@ impl LedbatCore {
                     let factor = if self.yields() {
                         let q = self.delays.queuing_delay_us().unwrap_or(0) as f64;
                         let base = self.base_rtt_us();
-                        self.yielding.on_loss(now, q, base, self.beta)
+                        self.yielding.on_loss(now, cwnd, q, base, self.beta)
                     } else {
                         self.beta
                     };

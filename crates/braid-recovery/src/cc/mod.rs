@@ -24,6 +24,7 @@
 //! [`CcAlgorithm::take_over`]).
 
 mod bbr;
+mod contention;
 mod cubic;
 mod delay;
 mod delivery_rate;
