@@ -102,6 +102,8 @@ pub(super) struct Contention {
     wait_rounds: u32,
     /// The window to probe back to, bytes.
     before: f64,
+    /// The smoothed RTT of the last acknowledgement.
+    srtt: Duration,
 }
 
 impl Contention {
@@ -109,6 +111,7 @@ impl Contention {
     /// sample closes once it spans `srtt` and at least `min_bytes`.
     pub(super) fn count_acked(&mut self, now: Instant, bytes: u64, srtt: Duration, min_bytes: u64) {
         self.sample_bytes += bytes;
+        self.srtt = srtt;
         let start = *self.sample_start.get_or_insert(now);
         let elapsed = now.saturating_duration_since(start);
         if elapsed < srtt || elapsed.is_zero() || self.sample_bytes < min_bytes {
@@ -148,14 +151,34 @@ impl Contention {
         self.calm_rounds = 0;
     }
 
-    /// A strong signal (a loss, or the queue rising while the window was
-    /// held) with the window at `window` bytes over base RTT `base_rtt_us`.
-    pub(super) fn strong_signal(&mut self, window: f64, base_rtt_us: f64) {
+    /// The rate of the sample under way at `now`, if it spans half a
+    /// smoothed RTT: a signal often comes before the sample that saw the
+    /// path full has closed (a slow start's loss is found a round after
+    /// the overflow, while the window has doubled since the last sample).
+    fn partial_rate(&self, now: Instant) -> f64 {
+        match self.sample_start {
+            Some(start) => {
+                let elapsed = now.saturating_duration_since(start);
+                if elapsed.is_zero() || elapsed < self.srtt / 2 {
+                    0.0
+                } else {
+                    self.sample_bytes as f64 / elapsed.as_secs_f64()
+                }
+            }
+            None => 0.0,
+        }
+    }
+
+    /// A strong signal at `now` (a loss, or the queue rising while the
+    /// window was held) with the window at `window` bytes over base RTT
+    /// `base_rtt_us`.
+    pub(super) fn strong_signal(&mut self, now: Instant, window: f64, base_rtt_us: f64) {
         let bdp = self.capacity * base_rtt_us / 1e6;
         self.before = self.before.max(bdp);
         self.calm_rounds = 0;
-        let peak = self.share_of_capacity(self.peak.max(self.last));
-        let share = self.share_of_capacity(self.rate.max(self.last));
+        let latest = self.last.max(self.partial_rate(now).min(self.capacity));
+        let peak = self.share_of_capacity(self.peak.max(latest));
+        let share = self.share_of_capacity(self.rate.max(latest));
         self.peak = 0.0;
         if self.probing {
             self.probing = false;
@@ -230,11 +253,21 @@ mod tests {
         assert!((c.rate - 2.5e6).abs() / 2.5e6 < 0.05, "{}", c.rate);
     }
 
+    /// The path at full rate, then at a fifth of it, a loss (contended),
+    /// and calm rounds until the probe starts; returns the time (ms).
+    fn contended_until_probe(c: &mut Contention) -> u64 {
+        let t = deliver(c, 0, 200, 100);
+        let t = deliver(c, t, 200, 500);
+        c.strong_signal(Instant::from_micros(t * 1000), 20_000.0, 10_000.0);
+        while c.calm_round(5_000.0).is_none() {}
+        t
+    }
+
     #[test]
     fn a_loss_at_the_full_rate_is_the_flows_own() {
         let mut c = Contention::default();
         deliver(&mut c, 0, 200, 100);
-        c.strong_signal(100_000.0, 10_000.0);
+        c.strong_signal(Instant::from_micros(0), 100_000.0, 10_000.0);
         assert_eq!(c.window_cap(10_000.0), None);
     }
 
@@ -244,7 +277,7 @@ mod tests {
         let t = deliver(&mut c, 0, 200, 100);
         // Someone else took the path: the rate fell to a fifth.
         let t = deliver(&mut c, t, 200, 500);
-        c.strong_signal(20_000.0, 10_000.0);
+        c.strong_signal(Instant::from_micros(0), 20_000.0, 10_000.0);
         // 5% of 10 MB/s over 10 ms.
         let cap = c.window_cap(10_000.0).unwrap();
         assert!((cap - 5_000.0).abs() < 100.0, "{cap}");
@@ -258,11 +291,11 @@ mod tests {
         // The probe meets a loss at a small window: contended again, and
         // the next wait is twice as long.
         deliver(&mut c, t, 30, 500);
-        c.strong_signal(20_000.0, 10_000.0);
+        c.strong_signal(Instant::from_micros(0), 20_000.0, 10_000.0);
         assert!(c.window_cap(10_000.0).is_some());
         assert_eq!(c.wait_rounds, 2 * FIRST_WAIT_ROUNDS);
         for _ in 0..10 {
-            c.strong_signal(5_000.0, 10_000.0);
+            c.strong_signal(Instant::from_micros(0), 5_000.0, 10_000.0);
             for _ in 0..MAX_WAIT_ROUNDS {
                 if c.calm_round(5_000.0).is_some() {
                     break;
@@ -275,20 +308,29 @@ mod tests {
     #[test]
     fn a_probe_that_gets_the_path_back_ends_contention() {
         let mut c = Contention::default();
-        let t = deliver(&mut c, 0, 200, 100);
-        let t = deliver(&mut c, t, 200, 500);
-        c.strong_signal(20_000.0, 10_000.0);
-        let mut probe = None;
-        while probe.is_none() {
-            probe = c.calm_round(5_000.0);
-        }
+        let t = contended_until_probe(&mut c);
         // The other flow left: the rate and window come back.
         deliver(&mut c, t, 50, 100);
         assert_eq!(c.calm_round(90_000.0), None);
         assert!(!c.probing && !c.contended);
         // Its own queue's loss later is not contention.
-        c.strong_signal(120_000.0, 10_000.0);
+        c.strong_signal(Instant::from_micros(0), 120_000.0, 10_000.0);
         assert_eq!(c.window_cap(10_000.0), None);
+    }
+
+    /// A probe's loss is found a round after the overflow, often before
+    /// the sample that saw the path full has closed: the sample under way
+    /// counts.
+    #[test]
+    fn a_signal_counts_the_sample_under_way() {
+        let mut c = Contention::default();
+        let t = contended_until_probe(&mut c);
+        // 10 ms at a fifth of the path closes a sample; then 8 ms at the
+        // full rate, and the probe's loss.
+        let t = deliver(&mut c, t, 10, 500);
+        let t = deliver(&mut c, t, 8, 100);
+        c.strong_signal(Instant::from_micros(t * 1000), 90_000.0, 10_000.0);
+        assert!(!c.contended && !c.probing);
     }
 
     #[test]

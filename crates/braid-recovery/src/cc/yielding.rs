@@ -114,18 +114,18 @@
 //! - pairs of p = 0 flows: Jain ≥ 0.95 at all but 5 of 216 points (1 before).
 //!
 //! With the contention memory ([`super::contention`]), same grid: misses
-//! 258 → 206; competing TCP, share of what it reaches alone: mean 0.77 →
-//! 0.83, misses 141 → 88 (drop-tail 24 → 18, CoDel 44 → 28, PIE 28 → 10,
-//! fq_codel 45 → 32); p = 0 alone unchanged (mean 0.80, 41 → 40 misses);
-//! after the TCP phase 71 → 68 misses (mean 0.74 both); pairs 5 → 10 of
-//! 216 below Jain 0.95. Variants tried on the 5 and 20 Mbit/s half of the
+//! 258 → 201; competing TCP, share of what it reaches alone: mean 0.77 →
+//! 0.83, misses 141 → 89 (drop-tail 24 → 18, CoDel 44 → 29, PIE 28 → 11,
+//! fq_codel 45 → 31); p = 0 alone unchanged (mean 0.80, 41 → 42 misses);
+//! after the TCP phase 71 → 65 misses (mean 0.74 → 0.76); pairs 5 of 216
+//! below Jain 0.95, as before. Variants tried on the 5 and 20 Mbit/s half of the
 //! grid (864 checks, 190 misses before): entering contention on any round
 //! above the threshold (165: pairs of p = 0 flows see each other's queue
 //! appear), judging a probe by its rate alone (161) or by its window alone
 //! (175: under flow queueing the flow's own queue lets its window grow at
 //! half the link), a threshold relative to the share the flow reached
 //! alone (181), an uncapped wait between probes (154–158; capped at 64
-//! rounds: 147).
+//! rounds: 147; and the sample under way counted at a signal: 143).
 //!
 //! What is left (issue 25): the misses that remain are mostly at 5 Mbit/s
 //! and shallow buffers, where the jitter (σ of one packet time) makes a
@@ -304,13 +304,13 @@ impl Yielding {
         }
         self.decided_at = Some(now);
         let low = self.end_round(queuing_us);
-        let step = self.judge_round(low, window, threshold_us, base_rtt_us);
+        let step = self.judge_round(now, low, window, threshold_us, base_rtt_us);
         self.learn_noise(low);
         step
     }
 
     /// The decision at the end of a round whose lowest sample was `low`.
-    fn judge_round(&mut self, low: f64, window: f64, threshold_us: f64, base_rtt_us: f64) -> Step {
+    fn judge_round(&mut self, now: Instant, low: f64, window: f64, threshold_us: f64, base_rtt_us: f64) -> Step {
         if low <= threshold_us {
             self.congested = false;
             self.high_rounds = 0;
@@ -342,7 +342,7 @@ impl Yielding {
             // We held our window and the queue grew: a flow that does not
             // yield is growing. Remember where we were, to come back fast.
             self.yielded_from.get_or_insert(window / drain);
-            self.contention.strong_signal(window / drain, base_rtt_us);
+            self.contention.strong_signal(now, window / drain, base_rtt_us);
             0.5 * drain
         } else {
             // The queue is going down: the others are draining too
@@ -359,7 +359,7 @@ impl Yielding {
     /// depth.
     pub(super) fn on_loss(&mut self, now: Instant, window: f64, queuing_us: f64, base_rtt_us: f64, beta: f64) -> f64 {
         self.max_queuing_us = self.max_queuing_us.max(queuing_us);
-        self.contention.strong_signal(window, base_rtt_us);
+        self.contention.strong_signal(now, window, base_rtt_us);
         self.decided_at = Some(now);
         self.round_low_us = None;
         self.congested = true;
