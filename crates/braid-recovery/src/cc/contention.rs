@@ -27,7 +27,10 @@
 //!   handful of packets per round does not quantize it), smoothed, and its
 //!   largest value is the capacity this flow knows (BBR's bottleneck
 //!   bandwidth, kept for the flow's life: a p = 0 flow that has seen more
-//!   errs on the side of yielding).
+//!   errs on the side of yielding). Acknowledged bytes per RTT are enough
+//!   for a largest rate and a share of it; [`super::delivery_rate`]'s
+//!   per-packet estimator (BBR's) would need a send snapshot of every
+//!   packet kept by LEDBAT, which has no other use for one.
 //! - **Contended**: a loss, or a queue that rises while the flow holds its
 //!   window (the yielding controller's sign of a flow that does not
 //!   yield), at a rate below [`CONTENDED_SHARE`] of the capacity: someone

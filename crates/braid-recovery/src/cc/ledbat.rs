@@ -438,10 +438,10 @@ impl LedbatCore {
             }
         };
         // Contended ([`super::contention`]): a small share of the path.
-        let next = match self.yielding.window_cap(self.base_rtt_us()) {
-            Some(cap) => next.min(cap),
-            None => next,
-        };
+        let next = self
+            .yielding
+            .window_cap(self.base_rtt_us())
+            .map_or(next, |cap| next.min(cap));
         self.set_cwnd(w, next);
     }
 
